@@ -1,0 +1,181 @@
+import { Context, ApplicationFailure } from '@temporalio/activity';
+import { franc } from 'franc-min';
+import type { Db } from '../lib/db.js';
+import type { FileStorage } from '../lib/storage.js';
+import { documentFiles } from '../lib/storage.js';
+import type { VectorIndex } from '../lib/providers/vector-index.js';
+import type { EmbeddingProvider } from '../lib/providers/embeddings.js';
+import { chunkText } from '../lib/kb/chunking.js';
+import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/kb/embedding-status.js';
+import { estimateTokens, countCharacters } from '../lib/kb/text.js';
+
+export interface DocumentActivityDeps {
+  db: Db;
+  storage: FileStorage;
+  index: VectorIndex;
+  embedder: EmbeddingProvider;
+}
+
+export interface DocumentRef {
+  documentId: string;
+}
+
+export type PipelineStep = 'digitize' | 'finalize_original' | 'embed';
+
+/** The queue a step occupies in the document's `in_queues` while it waits or runs. */
+export const queueOfStep: Record<PipelineStep, string> = { digitize: 'digitize', finalize_original: 'digitize', embed: 'embedding' };
+
+/** Thrown when the document was deleted while its workflow ran: the workflow then ends quietly. */
+export const DOCUMENT_GONE = 'DocumentGone';
+/** A failure that retrying cannot fix (unreadable file, missing content). */
+export const PERMANENT = 'PermanentProcessingError';
+
+const EMBED_BATCH = 64;
+
+export function createDocumentActivities({ db, storage, index, embedder }: DocumentActivityDeps) {
+  async function loadDocument(documentId: string) {
+    const doc = await db.document.findUnique({ where: { id: documentId }, include: { knowledgeBase: true } });
+    if (!doc || doc.deletionRequestedAt) throw ApplicationFailure.nonRetryable(`document ${documentId} no longer exists`, DOCUMENT_GONE);
+    return doc;
+  }
+
+  const withoutQueue = (queues: string[], queue: string) => queues.filter((q) => q !== queue);
+
+  return {
+    /** Extracts the original's text into the digitized version. Plain text and Markdown for now. */
+    async digitizeDocument({ documentId }: DocumentRef): Promise<{ charCount: number }> {
+      const doc = await loadDocument(documentId);
+      if (!doc.fileOriginal || !doc.originalExtension) throw ApplicationFailure.nonRetryable('the document has no original file to digitize', PERMANENT);
+      const raw = await storage.read(documentFiles.original(documentId, doc.originalExtension));
+      let text: string;
+      try {
+        text = new TextDecoder('utf-8', { fatal: true }).decode(raw);
+      } catch {
+        throw ApplicationFailure.nonRetryable(`${doc.fileOriginal} is not valid UTF-8 text`, PERMANENT);
+      }
+      text = text.replace(/^\uFEFF/, '').replace(/\r\n?/g, '\n');
+      if (!text.trim()) throw ApplicationFailure.nonRetryable(`${doc.fileOriginal} contains no text`, PERMANENT);
+      await storage.write(documentFiles.digitized(documentId), text);
+      const charCount = countCharacters(text);
+      await db.document.update({
+        where: { id: documentId },
+        data: { fileDigitized: 'digitized.md', digitizedCharCount: charCount, processingError: null },
+      });
+      return { charCount };
+    },
+
+    /** use_original_as_rewritten: the digitized text becomes the final rewritten content, no LLM. */
+    async saveOriginalAsRewritten({ documentId }: DocumentRef): Promise<{ charCount: number }> {
+      const doc = await loadDocument(documentId);
+      if (!doc.fileDigitized) throw ApplicationFailure.nonRetryable('the document has no digitized content', PERMANENT);
+      const text = await storage.readText(documentFiles.digitized(documentId));
+      await storage.write(documentFiles.rewritten(documentId), text);
+      const charCount = countCharacters(text);
+      await db.document.update({
+        where: { id: documentId },
+        data: {
+          fileRewritten: 'rewritten.md',
+          finalRewriteCharCount: charCount,
+          inputFileTokens: estimateTokens(text),
+          inQueues: [...withoutQueue(doc.inQueues, 'digitize').filter((q) => q !== 'embedding'), 'embedding'],
+          embeddingStatus: 'pending',
+          embeddingError: null,
+        },
+      });
+      await refreshKnowledgeBaseEmbeddingStatus(db, doc.knowledgeBaseId);
+      return { charCount };
+    },
+
+    /**
+     * Chunks the final rewritten content, embeds it and writes it to the index. Chunk IDs are
+     * deterministic and progress is heartbeated per batch, so a retry after a crash resumes at the
+     * last written batch and never writes a chunk twice.
+     */
+    async embedDocument({ documentId }: DocumentRef): Promise<{ chunkCount: number }> {
+      const doc = await loadDocument(documentId);
+      if (!doc.fileRewritten) throw ApplicationFailure.nonRetryable('the document has no final rewritten content to embed', PERMANENT);
+      await db.document.update({ where: { id: documentId }, data: { embeddingStatus: 'in_progress', embeddingError: null } });
+      await refreshKnowledgeBaseEmbeddingStatus(db, doc.knowledgeBaseId);
+
+      const text = await storage.readText(documentFiles.rewritten(documentId));
+      const chunks = chunkText(text);
+      const languages = chunks.map((c) => franc(c.text, { minLength: 20 }));
+      await index.ensureSchema();
+
+      const ctx = Context.current();
+      const resumeFrom = Number(ctx.info.heartbeatDetails ?? 0) || 0;
+      for (let start = resumeFrom; start < chunks.length; start += EMBED_BATCH) {
+        const batch = chunks.slice(start, start + EMBED_BATCH);
+        const vectors = await embedder.embed(batch.map((c) => (c.heading ? `${c.heading}\n${c.text}` : c.text)));
+        await index.upsertChunks(
+          batch.map((c, i) => ({
+            partnerId: doc.knowledgeBase.partnerId,
+            knowledgeBaseId: doc.knowledgeBaseId,
+            documentId,
+            documentName: doc.name,
+            chunkIndex: c.index,
+            text: c.text,
+            heading: c.heading,
+            language: languages[c.index]!,
+            embeddingProfile: embedder.profile.name,
+            vector: vectors[i]!,
+          })),
+        );
+        ctx.heartbeat(start + batch.length);
+      }
+      // A shorter new version leaves no stale chunks of the old one behind.
+      await index.deleteDocumentChunks(documentId, chunks.length);
+
+      const languageCounts: Record<string, number> = {};
+      for (const l of languages) languageCounts[l] = (languageCounts[l] ?? 0) + 1;
+      const current = await loadDocument(documentId);
+      await db.document.update({
+        where: { id: documentId },
+        data: {
+          embeddingStatus: 'success',
+          embeddingError: null,
+          embeddedAt: new Date(),
+          embeddingChunkCount: chunks.length,
+          embeddingDenseVectorCount: chunks.length,
+          embeddingBm25LanguageCounts: languageCounts,
+          vectorstoreDocumentId: documentId,
+          inQueues: withoutQueue(current.inQueues, 'embedding'),
+        },
+      });
+      await refreshKnowledgeBaseEmbeddingStatus(db, doc.knowledgeBaseId);
+      return { chunkCount: chunks.length };
+    },
+
+    /** Makes a failed step visible on the document; the workflow then waits for a retry signal. */
+    async recordStepFailure({ documentId, step, message }: DocumentRef & { step: PipelineStep; message: string }): Promise<void> {
+      const doc = await db.document.findUnique({ where: { id: documentId } });
+      if (!doc) return;
+      await db.document.update({
+        where: { id: documentId },
+        data: {
+          processingError: message,
+          inQueues: withoutQueue(doc.inQueues, queueOfStep[step]),
+          ...(step === 'embed' ? { embeddingStatus: 'failed', embeddingError: message } : {}),
+        },
+      });
+      await refreshKnowledgeBaseEmbeddingStatus(db, doc.knowledgeBaseId);
+    },
+
+    /** On retry: the step is queued again and its old error cleared. */
+    async requeueStep({ documentId, step }: DocumentRef & { step: PipelineStep }): Promise<void> {
+      const doc = await db.document.findUnique({ where: { id: documentId } });
+      if (!doc) return;
+      const queue = queueOfStep[step];
+      await db.document.update({
+        where: { id: documentId },
+        data: {
+          processingError: null,
+          inQueues: [...withoutQueue(doc.inQueues, queue), queue],
+          ...(step === 'embed' ? { embeddingStatus: 'pending', embeddingError: null } : {}),
+        },
+      });
+    },
+  };
+}
+
+export type DocumentActivities = ReturnType<typeof createDocumentActivities>;

@@ -1,0 +1,7 @@
+import type { Client } from '@temporalio/client';
+import type { Services } from '../lib/runtime.js';
+
+/** What route handlers may use: the shared services plus a Temporal client. */
+export interface ApiDeps extends Services {
+  temporal: Client;
+}

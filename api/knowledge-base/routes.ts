@@ -1,0 +1,129 @@
+import { defineRoute, type RouteDefinition } from '../http/route.js';
+import type { ApiDeps } from '../deps.js';
+import { forbidden } from '../../lib/errors.js';
+import { presentDocument, presentKnowledgeBase, presentPartner } from '../../lib/kb/presenters.js';
+import { createPartner, deletePartner, regeneratePartnerKey, updatePartner, type PartnerSettings } from '../../lib/kb/partners.js';
+import { createFolder, createKnowledgeBase, listFolders, listKnowledgeBases, type KnowledgeBaseInput } from '../../lib/kb/knowledge-bases.js';
+import { createDocumentFromUpload, type CreateDocumentInput } from '../../lib/kb/documents.js';
+import { findDocument, findPartner } from '../../lib/kb/lookup.js';
+import { contentTypes } from '../../lib/kb/content-types.js';
+import { ragSearch, type RagSearchRequest } from '../../lib/kb/rag-search.js';
+import * as s from './schemas.js';
+
+/** The knowledge-base interface (spec: knowledge-base.md). Error bodies: `{detail}`. */
+export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
+  const { db } = deps;
+  const errors = { 400: { description: 'Invalid input', schema: s.detailError }, 401: { description: 'Missing or invalid key' }, 403: { description: 'No access' }, 404: { description: 'Not found' } };
+
+  return [
+    defineRoute({
+      method: 'get', path: '/api/content_types', access: 'none', summary: 'List rewrite content types',
+      responses: { 200: { description: 'Content types' } },
+      handler: async () => ({ body: { content_types: contentTypes } }),
+    }),
+    defineRoute({
+      method: 'get', path: '/api/auth/me', access: 'authenticated', summary: "The key's partner scope and admin flag",
+      responses: { 200: { description: '`{partner, isAdmin}`' }, ...errors },
+      handler: async ({ principal }) => ({ body: { partner: principal!.partnerName, isAdmin: principal!.isAdmin } }),
+    }),
+    defineRoute({
+      method: 'get', path: '/api/partners', access: 'authenticated', summary: 'Partners visible to the key',
+      description: 'All partners for the administrator key; only its own partner for a scoped key.',
+      responses: { 200: { description: 'Array of partners', schema: { type: 'array', items: s.partnerObject } }, ...errors },
+      handler: async ({ principal }) => {
+        const rows = await db.partner.findMany({ where: principal!.isAdmin ? {} : { id: principal!.partnerId! }, orderBy: { name: 'asc' } });
+        return { body: rows.map(presentPartner) };
+      },
+    }),
+    defineRoute<{ partner: string }>({
+      method: 'get', path: '/api/partners/{partner}', access: 'admin', summary: 'Read a partner',
+      params: s.pathParams('partner'), responses: { 200: { description: 'Partner', schema: s.partnerObject }, ...errors },
+      handler: async ({ params }) => ({ body: presentPartner(await findPartner(db, params.partner)) }),
+    }),
+    defineRoute<{ partner: string }, unknown, PartnerSettings>({
+      method: 'post', path: '/api/partners/{partner}', access: 'admin', summary: 'Create a partner; returns its key once',
+      params: { ...s.pathParams('partner'), properties: { partner: s.partnerName } },
+      body: { type: 'form', schema: s.partnerSettingsForm },
+      responses: { 201: { description: 'Created partner with `api_key`', schema: s.partnerWithKey }, 409: { description: 'Exists' }, ...errors },
+      handler: async ({ params, body }) => {
+        const { partner, apiKey } = await createPartner(db, params.partner, body);
+        return { status: 201, body: { ...presentPartner(partner), api_key: apiKey } };
+      },
+    }),
+    defineRoute<{ partner: string }, unknown, PartnerSettings & { new_name?: string }>({
+      method: 'put', path: '/api/partners/{partner}', access: 'admin', summary: 'Update or rename a partner',
+      params: s.pathParams('partner'), body: { type: 'form', schema: s.partnerUpdateForm },
+      responses: { 200: { description: 'Updated partner', schema: s.partnerObject }, 409: { description: 'New name taken' }, ...errors },
+      handler: async ({ params, body }) => ({ body: presentPartner(await updatePartner(db, params.partner, body)) }),
+    }),
+    defineRoute<{ partner: string }>({
+      method: 'delete', path: '/api/partners/{partner}', access: 'admin', summary: 'Delete a partner with all its data',
+      params: s.pathParams('partner'),
+      responses: { 200: { description: '`{status: deleted}`' }, 409: { description: 'Work still in flight' }, ...errors },
+      handler: async ({ params }) => ({ body: await deletePartner(db, deps.storage, deps.index, params.partner) }),
+    }),
+    defineRoute<{ partner: string }>({
+      method: 'post', path: '/api/partners/{partner}/regenerate-key', access: 'admin', summary: 'Replace the partner key; returns the new key once',
+      params: s.pathParams('partner'),
+      responses: { 200: { description: 'Partner with new `api_key`', schema: s.partnerWithKey }, ...errors },
+      handler: async ({ params }) => {
+        const { partner, apiKey } = await regeneratePartnerKey(db, params.partner);
+        return { body: { ...presentPartner(partner), api_key: apiKey } };
+      },
+    }),
+    defineRoute<{ partner: string }>({
+      method: 'get', path: '/api/knowledgebases/{partner}', access: 'partner', summary: "List the partner's knowledge bases",
+      params: s.pathParams('partner'), responses: { 200: { description: 'Array of KB objects (spec 2.2)' }, ...errors },
+      handler: async ({ params }) => ({ body: (await listKnowledgeBases(db, params.partner)).map((kb) => presentKnowledgeBase(kb)) }),
+    }),
+    defineRoute<{ partner: string }, unknown, KnowledgeBaseInput>({
+      method: 'post', path: '/api/knowledgebases/{partner}', access: 'partner', summary: 'Create a knowledge base',
+      params: s.pathParams('partner'), body: { type: 'form', schema: s.createKnowledgeBaseForm },
+      responses: { 201: { description: 'The new KB object (spec 2.2) with its limits' }, 409: { description: 'Name taken' }, ...errors },
+      handler: async ({ params, body }) => ({ status: 201, body: presentKnowledgeBase(await createKnowledgeBase(db, params.partner, body)) }),
+    }),
+    defineRoute<{ partner: string; kb: string }>({
+      method: 'get', path: '/api/folders/{partner}/{kb}', access: 'partner', summary: 'List folder names',
+      params: s.pathParams('partner', 'kb'), responses: { 200: { description: '`{folders: [string]}`' }, ...errors },
+      handler: async ({ params }) => ({ body: { folders: (await listFolders(db, params.partner, params.kb)).map((f) => f.name) } }),
+    }),
+    defineRoute<{ partner: string; kb: string }, unknown, { name: string; type: string }>({
+      method: 'post', path: '/api/folders/{partner}/{kb}', access: 'partner', summary: 'Create a folder',
+      description: 'Regular folders. `video_channel` folders answer 501 until channel sources are available.',
+      params: s.pathParams('partner', 'kb'), body: { type: 'form', schema: s.createFolderForm },
+      responses: { 201: { description: '`{name, type, created_at}`' }, 409: { description: 'Name taken' }, 501: { description: 'video_channel not available yet' }, ...errors },
+      handler: async ({ params, body }) => {
+        const folder = await createFolder(db, params.partner, params.kb, body);
+        return { status: 201, body: { name: folder.name, type: folder.type, created_at: folder.createdAt.toISOString() } };
+      },
+    }),
+    defineRoute<{ partner: string; kb: string }, unknown, CreateDocumentInput>({
+      method: 'post', path: '/api/documents/{partner}/{kb}', access: 'partner', summary: 'Create a document from an upload',
+      description: 'Stores the original and starts its workflow `document-<id>`. Answers with the document object (spec 2.5).',
+      params: s.pathParams('partner', 'kb'), body: { type: 'form', schema: s.createDocumentForm, files: [{ name: 'file', maxCount: 1 }] },
+      responses: { 201: { description: 'The new document', schema: s.documentObject }, 413: { description: 'File too large' }, 501: { description: 'Format or option not available yet' }, ...errors },
+      handler: async ({ params, body, files, principal }) => {
+        const doc = await createDocumentFromUpload({ db, storage: deps.storage, temporal: deps.temporal, taskQueue: deps.config.temporalTaskQueue }, params.partner, params.kb, body, files);
+        return { status: 201, body: presentDocument(doc, { admin: principal!.isAdmin }) };
+      },
+    }),
+    defineRoute<{ partner: string; kb: string; doc_id: string }>({
+      method: 'get', path: '/api/document/{partner}/{kb}/{doc_id}', access: 'partner', summary: 'Read one document',
+      params: s.pathParams('partner', 'kb', 'doc_id'), responses: { 200: { description: 'Document (spec 2.5)', schema: s.documentObject }, ...errors },
+      handler: async ({ params, principal }) => {
+        const { document } = await findDocument(db, params.partner, params.kb, params.doc_id);
+        return { body: presentDocument(document, { admin: principal!.isAdmin }) };
+      },
+    }),
+    defineRoute<unknown, unknown, RagSearchRequest>({
+      method: 'post', path: '/api/rag-test/search', access: 'authenticated', summary: 'Retrieval diagnostics',
+      description: 'The key must have access to `partner` in the body. Non-admin keys must use the default top_k, search_multiplier and rrf_k.',
+      body: { type: 'json', schema: s.ragSearchBody },
+      responses: { 200: { description: 'Effective configuration, per-retriever streams, combined_results, timings' }, ...errors },
+      handler: async ({ body, principal }) => {
+        if (!principal!.isAdmin && principal!.partnerName !== body.partner) throw forbidden('this key has no access to that partner');
+        return { body: await ragSearch(deps, body, principal!.isAdmin) };
+      },
+    }),
+  ];
+}

@@ -1,0 +1,117 @@
+import path from 'node:path';
+
+/**
+ * Every setting the processes read, validated once at start-up. A missing or malformed value stops
+ * the process with a message naming the variable, rather than failing later inside a request.
+ */
+export interface Config {
+  databaseUrl: string;
+  temporalAddress: string;
+  temporalNamespace: string;
+  temporalTaskQueue: string;
+  weaviateUrl: string;
+  port: number;
+  adminApiKey: string;
+  openaiBaseUrl: string | null;
+  openaiApiKey: string | null;
+  storageDir: string;
+  maxUploadBytes: number;
+  logLevel: 'debug' | 'info' | 'warn' | 'error';
+  /** A prebuilt workflow bundle (bundleWorkflowCode output); null bundles workflows/ at start. */
+  workflowBundlePath: string | null;
+  workerMaxActivities: number;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+/** Defaults that make a fresh clone run against the embedded servers that `scripts/start` launches. */
+export const configDefaults = {
+  DATABASE_URL: 'postgresql://postgres@127.0.0.1:5432/dwb_dev',
+  TEMPORAL_ADDRESS: '127.0.0.1:7233',
+  TEMPORAL_NAMESPACE: 'default',
+  TEMPORAL_TASK_QUEUE: 'knowledge',
+  WEAVIATE_URL: 'http://127.0.0.1:8080',
+  PORT: '3000',
+  STORAGE_DIR: '.data/storage',
+  MAX_UPLOAD_BYTES: String(100 * 1024 * 1024),
+  LOG_LEVEL: 'info',
+  WORKER_MAX_ACTIVITIES: '8',
+} as const;
+
+/** Variables that have no default: the operator must choose them. */
+export const requiredWithoutDefault = ['ADMIN_API_KEY'] as const;
+
+type Env = Record<string, string | undefined>;
+
+function read(env: Env, name: keyof typeof configDefaults): string {
+  const value = env[name];
+  return value === undefined || value === '' ? configDefaults[name] : value;
+}
+
+function urlSetting(name: string, value: string, protocols: string[]): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(value);
+  } catch {
+    throw new ConfigError(`${name} is not a valid URL: ${JSON.stringify(value)}`);
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(`${name} must use ${protocols.join(' or ')}, got ${parsed.protocol}`);
+  }
+  return value.replace(/\/+$/, '');
+}
+
+function integerSetting(name: string, value: string, min: number, max: number): number {
+  if (!/^\d+$/.test(value)) throw new ConfigError(`${name} must be a whole number, got ${JSON.stringify(value)}`);
+  const n = Number(value);
+  if (n < min || n > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${n}`);
+  return n;
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const adminApiKey = env.ADMIN_API_KEY ?? '';
+  if (adminApiKey.length === 0) throw new ConfigError('ADMIN_API_KEY is required (the administrator key for /api)');
+  if (adminApiKey.length < 16) throw new ConfigError('ADMIN_API_KEY must be at least 16 characters');
+
+  const temporalAddress = read(env, 'TEMPORAL_ADDRESS');
+  if (!/^[A-Za-z0-9.\-\[\]:]+:\d+$/.test(temporalAddress)) {
+    throw new ConfigError(`TEMPORAL_ADDRESS must be host:port, got ${JSON.stringify(temporalAddress)}`);
+  }
+  const openaiBaseUrl = env.OPENAI_BASE_URL ? urlSetting('OPENAI_BASE_URL', env.OPENAI_BASE_URL, ['http:', 'https:']) : null;
+  const logLevel = read(env, 'LOG_LEVEL');
+  if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) {
+    throw new ConfigError(`LOG_LEVEL must be one of debug, info, warn, error, got ${JSON.stringify(logLevel)}`);
+  }
+
+  return {
+    databaseUrl: urlSetting('DATABASE_URL', read(env, 'DATABASE_URL'), ['postgresql:', 'postgres:']),
+    temporalAddress,
+    temporalNamespace: read(env, 'TEMPORAL_NAMESPACE'),
+    temporalTaskQueue: read(env, 'TEMPORAL_TASK_QUEUE'),
+    weaviateUrl: urlSetting('WEAVIATE_URL', read(env, 'WEAVIATE_URL'), ['http:', 'https:']),
+    port: integerSetting('PORT', read(env, 'PORT'), 0, 65535),
+    adminApiKey,
+    openaiBaseUrl,
+    openaiApiKey: env.OPENAI_API_KEY || null,
+    storageDir: path.resolve(read(env, 'STORAGE_DIR')),
+    maxUploadBytes: integerSetting('MAX_UPLOAD_BYTES', read(env, 'MAX_UPLOAD_BYTES'), 1, 10 * 1024 ** 3),
+    logLevel: logLevel as Config['logLevel'],
+    workflowBundlePath: env.WORKFLOW_BUNDLE_PATH ? path.resolve(env.WORKFLOW_BUNDLE_PATH) : null,
+    workerMaxActivities: integerSetting('WORKER_MAX_ACTIVITIES', read(env, 'WORKER_MAX_ACTIVITIES'), 1, 1000),
+  };
+}
+
+/** Entry points call this: a bad setting ends the process with one readable line. */
+export function loadConfigOrExit(env: Env = process.env): Config {
+  try {
+    return loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`configuration error: ${err.message}\n`);
+      process.exit(78); // EX_CONFIG
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,88 @@
+import crypto from 'node:crypto';
+import type { Client } from '@temporalio/client';
+import type { Db } from '../db.js';
+import { AppError, badRequest, notFound } from '../errors.js';
+import type { FileStorage } from '../storage.js';
+import { documentFiles } from '../storage.js';
+import type { PipelineStep } from '../../activities/documents.js';
+import { findKnowledgeBase } from './lookup.js';
+import { checkUpload, type UploadedFile } from './uploads.js';
+import { startDocumentPipeline } from './pipeline.js';
+
+export interface CreateDocumentInput {
+  type: 'file' | 'url';
+  folder: string;
+  url?: string;
+  name?: string;
+  expert_name?: string;
+  user_email?: string;
+  auto_rewrite: boolean;
+  model_tier: 'standard' | 'economy';
+  use_original_as_rewritten: boolean;
+  character_limit?: number;
+}
+
+export interface DocumentDeps {
+  db: Db;
+  storage: FileStorage;
+  temporal: Client;
+  taskQueue: string;
+}
+
+/** The steps a new upload runs, from the flags the client sent. */
+export function stepsForNewUpload(input: Pick<CreateDocumentInput, 'use_original_as_rewritten'>): PipelineStep[] {
+  return input.use_original_as_rewritten ? ['digitize', 'finalize_original', 'embed'] : ['digitize'];
+}
+
+/**
+ * Creates a document from an uploaded file: validates it, stores the original, records the row
+ * and starts its workflow. If the workflow cannot be started the row and file are removed again
+ * and the client gets an error, so nothing is left half-created.
+ */
+export async function createDocumentFromUpload(deps: DocumentDeps, partner: string, kbName: string, input: CreateDocumentInput, files: UploadedFile[]) {
+  const { db, storage, temporal, taskQueue } = deps;
+  if (input.type === 'url') throw new AppError('bad_request', 'URL documents are not available yet in this deployment', undefined, 501);
+  if (input.auto_rewrite) throw new AppError('bad_request', 'auto_rewrite is not available yet in this deployment', undefined, 501);
+  const file = files.find((f) => f.field === 'file');
+  if (!file) throw badRequest('form.file is required when type is file');
+
+  const found = await findKnowledgeBase(db, partner, kbName);
+  const folder = await db.folder.findUnique({ where: { knowledgeBaseId_name: { knowledgeBaseId: found.kb.id, name: input.folder } } });
+  if (!folder || folder.deletionRequestedAt) throw notFound(`folder ${JSON.stringify(input.folder)} does not exist in knowledge base ${JSON.stringify(kbName)}`);
+  const { extension } = await checkUpload(file);
+
+  const documentCount = await db.document.count({ where: { knowledgeBase: { partnerId: found.partner.id } } });
+  if (documentCount >= found.partner.maxDocuments) {
+    throw new AppError('forbidden', `QUOTA_EXCEEDED:max_documents (the partner may hold ${found.partner.maxDocuments} documents)`);
+  }
+
+  const id = crypto.randomUUID();
+  await storage.moveIn(documentFiles.original(id, extension), file.path);
+  const steps = stepsForNewUpload(input);
+  const document = await db.document.create({
+    data: {
+      id,
+      knowledgeBaseId: found.kb.id,
+      folderId: folder.id,
+      name: input.name?.trim() || file.originalName,
+      type: 'file',
+      originalExtension: extension,
+      fileOriginal: file.originalName,
+      userEmail: input.user_email ?? null,
+      expertName: input.expert_name ?? null,
+      autoRewrite: input.auto_rewrite,
+      useOriginalAsRewritten: input.use_original_as_rewritten,
+      modelTier: input.model_tier,
+      inQueues: ['digitize'],
+    },
+    include: { folder: true },
+  });
+  try {
+    await startDocumentPipeline(temporal, taskQueue, { documentId: id, knowledgeBaseId: found.kb.id, partner: found.partner.name, steps });
+  } catch (err) {
+    await db.document.delete({ where: { id } });
+    await storage.removePrefix(documentFiles.prefix(id));
+    throw new AppError('unavailable', `could not start processing: ${(err as Error).message}`);
+  }
+  return document;
+}

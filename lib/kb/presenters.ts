@@ -1,0 +1,124 @@
+import type { Document, Folder, KnowledgeBase, Partner } from '../../generated/prisma/client.js';
+
+/** Database rows to the field names and types of the knowledge-base spec (section 2). */
+const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
+const num = (v: { toString(): string } | null | undefined) => (v === null || v === undefined ? null : Number(v.toString()));
+
+export function presentPartner(p: Partner) {
+  return {
+    name: p.name,
+    max_documents: p.maxDocuments,
+    allow_audio_video: p.allowAudioVideo,
+    vendor_sync_enabled: p.vendorSyncEnabled,
+    created_at: iso(p.createdAt),
+    updated_at: iso(p.updatedAt),
+  };
+}
+
+export function presentLimits(kb: KnowledgeBase) {
+  return {
+    character_limit: num(kb.characterLimit),
+    token_limit: num(kb.tokenLimit),
+    dollar_limit_usd: num(kb.dollarLimitUsd),
+  };
+}
+
+/**
+ * Usage aggregates come from settled usage events, which the budget ledger records. Until a KB
+ * has any, every count is zero; `usage` is passed in by the caller that reads the ledger.
+ */
+export interface UsageTotals {
+  event_count: number;
+  priced_event_count: number;
+  unpriced_event_count: number;
+  cost_usd_total: number;
+  rewrite_event_count: number;
+  digitization_event_count: number;
+}
+
+export const emptyUsage = (): UsageTotals => ({
+  event_count: 0,
+  priced_event_count: 0,
+  unpriced_event_count: 0,
+  cost_usd_total: 0,
+  rewrite_event_count: 0,
+  digitization_event_count: 0,
+});
+
+export function presentKnowledgeBase(kb: KnowledgeBase, usage: UsageTotals = emptyUsage()) {
+  return {
+    name: kb.name,
+    embedding_status: kb.deletionRequestedAt ? 'delete_pending' : kb.embeddingStatus,
+    expert_name: kb.expertName,
+    user_email: kb.userEmail,
+    limits: presentLimits(kb),
+    lifetime_usage: usage,
+    rewrite_usage: [
+      {
+        model: null,
+        rewritten_count: usage.rewrite_event_count,
+        rejected_count: 0,
+        complete_usage_count: 0,
+        complete_cost_count: 0,
+        cost_usd_total: 0,
+        input_tokens_total: 0,
+        output_tokens_total: 0,
+        fallback_complete_usage_count: 0,
+        fallback_input_tokens_total: 0,
+        fallback_output_tokens_total: 0,
+      },
+    ],
+    digitization_usage: { scraper_document_count: usage.digitization_event_count, complete_cost_count: 0, cost_usd_total: 0 },
+    created_at: iso(kb.createdAt),
+    deletion_requested_at: iso(kb.deletionRequestedAt),
+  };
+}
+
+export function presentDocument(doc: Document & { folder: Folder }, options: { admin: boolean; usage?: UsageTotals }) {
+  const out: Record<string, unknown> = {
+    id: doc.id,
+    name: doc.name,
+    folder: doc.folder.name,
+    type: doc.type,
+    url: doc.url,
+    file_original: doc.fileOriginal,
+    file_digitized: doc.fileDigitized,
+    file_rewritten_draft: doc.fileRewrittenDraft,
+    file_rewritten: doc.fileRewritten,
+    user_email: doc.userEmail,
+    in_queues: doc.inQueues,
+    expert_name: doc.expertName,
+    auto_rewrite: doc.autoRewrite,
+    use_original_as_rewritten: doc.useOriginalAsRewritten,
+    model_tier: doc.modelTier,
+    digitization_provider: doc.digitizationProvider,
+    digitization_cost_usd: num(doc.digitizationCostUsd),
+    rewrite_model: doc.rewriteModel,
+    input_file_tokens: doc.inputFileTokens,
+    rewrite_input_tokens_total: doc.rewriteInputTokensTotal,
+    rewrite_input_tokens_passes: doc.rewriteInputTokensPasses,
+    rewrite_output_tokens: doc.rewriteOutputTokens,
+    rewrite_cost_usd: num(doc.rewriteCostUsd),
+    rewrite_completed_at: iso(doc.rewriteCompletedAt),
+    processing_error: doc.processingError,
+    embedding_status: doc.embeddingStatus,
+    embedding_error: doc.embeddingError,
+    embedded_at: iso(doc.embeddedAt),
+    embedding_chunk_count: doc.embeddingChunkCount,
+    embedding_dense_vector_count: doc.embeddingDenseVectorCount,
+    embedding_bm25_language_counts: doc.embeddingBm25LanguageCounts ?? {},
+    vectorstore_document_id: doc.vectorstoreDocumentId,
+    deletion_requested_at: iso(doc.deletionRequestedAt),
+    digitized_char_count: doc.digitizedCharCount,
+    draft_rewrite_char_count: doc.draftRewriteCharCount,
+    final_rewrite_char_count: doc.finalRewriteCharCount,
+    created_at: iso(doc.createdAt),
+    updated_at: iso(doc.updatedAt),
+  };
+  if (options.usage) out.lifetime_usage = options.usage;
+  if (options.admin) {
+    out.rewrite_provider = doc.rewriteProvider;
+    out.rewrite_provider_inferred = doc.rewriteProviderInferred;
+  }
+  return out;
+}

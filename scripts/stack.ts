@@ -1,0 +1,216 @@
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { searchAttributeDeclarations } from '../lib/search-attributes.js';
+
+/**
+ * Starts and stops the servers the system runs on: the Temporal dev server and Weaviate (binaries
+ * built by scripts/build-tools.sh) and the machine's PostgreSQL. Used by `scripts/start` and by the
+ * test suite's global setup, so that both run the same real infrastructure.
+ */
+const run = promisify(execFile);
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const toolsDir = process.env.DWB_TOOLS_DIR ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'dwb-tools');
+export const binaries = {
+  temporal: path.join(toolsDir, 'temporal-v1.5.1', 'temporal'),
+  weaviate: path.join(toolsDir, 'weaviate-v1.39.0', 'weaviate-server'),
+};
+
+export interface ManagedProcess {
+  name: string;
+  child: ChildProcess;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** Two consecutive free ports: Weaviate reaches a peer's internal RPC at its raft port + 1. */
+export async function freePortPair(): Promise<number> {
+  for (;;) {
+    const port = await freePort();
+    if (port < 65535 && !(await portOpen(port + 1))) return port;
+  }
+}
+
+export async function portOpen(port: number, host = '127.0.0.1'): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ port, host });
+    socket.once('connect', () => (socket.destroy(), resolve(true)));
+    socket.once('error', () => resolve(false));
+  });
+}
+
+export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, child?: ChildProcess): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child && child.exitCode !== null) throw new Error(`${what} exited with code ${child.exitCode} before it was ready`);
+    if (await check().catch(() => false)) return;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`${what} was not ready within ${timeoutMs / 1000} s`);
+}
+
+/** Spawns a long-running process with its output in a log file; stop() ends it and waits. */
+export function manage(name: string, command: string, args: string[], options: { env?: NodeJS.ProcessEnv; logFile: string; cwd?: string }): ManagedProcess {
+  fs.mkdirSync(path.dirname(options.logFile), { recursive: true });
+  const out = fs.openSync(options.logFile, 'a');
+  const child = spawn(command, args, { env: options.env ?? process.env, cwd: options.cwd ?? repoRoot, stdio: ['ignore', out, out] });
+  fs.closeSync(out);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    name,
+    child,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+// ---------------------------------------------------------------- PostgreSQL
+
+/** Makes sure the server answers (starting the machine's cluster if it is local and down) and the database exists. */
+export async function ensureDatabase(databaseUrl: string): Promise<void> {
+  const url = new URL(databaseUrl);
+  const dbName = decodeURIComponent(url.pathname.slice(1));
+  const adminUrl = new URL(databaseUrl);
+  adminUrl.pathname = '/postgres';
+  const connect = async () => {
+    const client = new pg.Client({ connectionString: adminUrl.toString() });
+    await client.connect();
+    return client;
+  };
+  let client: pg.Client;
+  try {
+    client = await connect();
+  } catch (err) {
+    if (!['127.0.0.1', 'localhost', '::1'].includes(url.hostname)) throw err;
+    const versions = fs.existsSync('/etc/postgresql') ? fs.readdirSync('/etc/postgresql') : [];
+    if (!versions.length) throw new Error(`PostgreSQL at ${url.host} is not reachable and no local cluster is installed`);
+    await run('pg_ctlcluster', ['--skip-systemctl-redirect', versions[0]!, 'main', 'start']).catch(() => undefined);
+    await waitFor('PostgreSQL', async () => ((await connect()).end(), true), 30_000);
+    client = await connect();
+  }
+  try {
+    const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [dbName]);
+    if (exists.rowCount === 0) await client.query(`CREATE DATABASE "${dbName.replace(/"/g, '""')}"`);
+  } finally {
+    await client.end();
+  }
+}
+
+export async function dropDatabase(databaseUrl: string): Promise<void> {
+  const url = new URL(databaseUrl);
+  const dbName = decodeURIComponent(url.pathname.slice(1));
+  url.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: url.toString() });
+  await client.connect();
+  try {
+    await client.query(`DROP DATABASE IF EXISTS "${dbName.replace(/"/g, '""')}" WITH (FORCE)`);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Applies pending migrations with the ordinary Prisma command (offline, see scripts/prisma.sh). */
+export async function migrate(databaseUrl: string): Promise<void> {
+  await run(path.join(repoRoot, 'scripts/prisma.sh'), ['migrate', 'deploy'], { env: { ...process.env, DATABASE_URL: databaseUrl }, cwd: repoRoot });
+}
+
+// ---------------------------------------------------------------- Temporal
+
+export interface TemporalOptions {
+  port: number;
+  /** Web UI port; null runs the server headless. */
+  uiPort: number | null;
+  dbFile: string | null;
+  logFile: string;
+}
+
+export async function startTemporal(o: TemporalOptions): Promise<ManagedProcess> {
+  if (!fs.existsSync(binaries.temporal)) throw new Error(`${binaries.temporal} is missing: run scripts/build-tools.sh`);
+  const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(o.port), '--log-level', 'warn'];
+  if (o.uiPort === null) args.push('--headless');
+  else args.push('--ui-port', String(o.uiPort));
+  if (o.dbFile) {
+    fs.mkdirSync(path.dirname(o.dbFile), { recursive: true });
+    args.push('--db-filename', o.dbFile);
+  }
+  for (const sa of searchAttributeDeclarations) args.push('--search-attribute', sa);
+  const proc = manage('temporal', binaries.temporal, args, { logFile: o.logFile });
+  await waitFor(
+    'Temporal server',
+    async () => {
+      const { stdout } = await run(binaries.temporal, ['operator', 'cluster', 'health', '--address', `127.0.0.1:${o.port}`]);
+      return /SERVING/.test(stdout);
+    },
+    90_000,
+    proc.child,
+  );
+  return proc;
+}
+
+// ---------------------------------------------------------------- Weaviate
+
+export interface WeaviateOptions {
+  port: number;
+  dataDir: string;
+  logFile: string;
+  /** gRPC, gossip, data and raft ports (raft RPC is raft + 1); free ones are picked when omitted. */
+  ports?: { grpc: number; gossip: number; data: number; raft: number };
+}
+
+export async function startWeaviate(o: WeaviateOptions): Promise<ManagedProcess> {
+  if (!fs.existsSync(binaries.weaviate)) throw new Error(`${binaries.weaviate} is missing: run scripts/build-tools.sh`);
+  const p = o.ports ?? { grpc: await freePort(), gossip: await freePort(), data: await freePort(), raft: await freePortPair() };
+  fs.mkdirSync(o.dataDir, { recursive: true });
+  const env = {
+    ...process.env,
+    PERSISTENCE_DATA_PATH: o.dataDir,
+    AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED: 'true',
+    DEFAULT_VECTORIZER_MODULE: 'none',
+    ENABLE_MODULES: '',
+    CLUSTER_HOSTNAME: 'node1',
+    CLUSTER_IN_LOCALHOST: 'true',
+    // Without these the node advertises the host's first non-loopback address and its single-node
+    // raft cluster never elects a leader on hosts whose other interfaces are closed.
+    CLUSTER_ADVERTISE_ADDR: '127.0.0.1',
+    CLUSTER_BIND_ADDR: '127.0.0.1',
+    CLUSTER_GOSSIP_BIND_PORT: String(p.gossip),
+    CLUSTER_DATA_BIND_PORT: String(p.data),
+    RAFT_PORT: String(p.raft),
+    RAFT_INTERNAL_RPC_PORT: String(p.raft + 1),
+    RAFT_BOOTSTRAP_EXPECT: '1',
+    GRPC_PORT: String(p.grpc),
+    GO_PROFILING_DISABLE: 'true',
+    DISABLE_TELEMETRY: 'true',
+    API_BASED_MODULES_DISABLED: 'true',
+    LOG_LEVEL: 'warning',
+    QUERY_DEFAULTS_LIMIT: '25',
+  };
+  const proc = manage('weaviate', binaries.weaviate, ['--host', '127.0.0.1', '--port', String(o.port), '--scheme', 'http'], { env, logFile: o.logFile });
+  await waitFor(
+    'Weaviate',
+    async () => (await fetch(`http://127.0.0.1:${o.port}/v1/.well-known/ready`)).status === 200,
+    120_000,
+    proc.child,
+  );
+  return proc;
+}

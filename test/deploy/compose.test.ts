@@ -1,0 +1,362 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse, parseDocument } from 'yaml';
+import { searchAttributeDeclarations } from '../../lib/search-attributes.js';
+
+/**
+ * docker-compose.temporal.yml and the Dockerfile, checked without a Docker engine.
+ *
+ * The validator is Docker Compose itself, in its Python implementation (Debian package
+ * `docker-compose`, 1.29, listed in scripts/apt-packages.txt): `config` loads the file the way
+ * `up` would — Compose-spec JSON Schema, variable interpolation, `${VAR:?}` checks, anchors and
+ * merge keys, references between services and volumes — and prints the resolved model, which
+ * these tests then read. It needs no daemon. Every file in this deployment uses only syntax that
+ * Compose v2 (`docker compose`) also accepts.
+ */
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const composeFile = path.join(root, 'docker-compose.temporal.yml');
+const dockerfile = path.join(root, 'Dockerfile');
+
+/** Secrets the file insists on; test values only. */
+const requiredEnv = {
+  POSTGRES_PASSWORD: 'compose-test-db-password',
+  ADMIN_API_KEY: 'compose-test-admin-key-0123456789',
+};
+
+/** Every setting the API and the worker validate at start-up (lib/config.ts). */
+const appSettings = [
+  'DATABASE_URL',
+  'TEMPORAL_ADDRESS',
+  'TEMPORAL_NAMESPACE',
+  'TEMPORAL_TASK_QUEUE',
+  'WEAVIATE_URL',
+  'PORT',
+  'ADMIN_API_KEY',
+  'OPENAI_BASE_URL',
+  'OPENAI_API_KEY',
+  'STORAGE_DIR',
+];
+
+const expectedSearchAttributes = [
+  'BudgetBlocked=Bool',
+  'DocumentId=Keyword',
+  'KnowledgeBaseId=Keyword',
+  'Partner=Keyword',
+  'PipelineStatus=Keyword',
+];
+
+interface Service {
+  image?: string;
+  build?: { context: string; dockerfile?: string; target?: string };
+  command?: string[] | string;
+  entrypoint?: string[] | string;
+  environment?: Record<string, string | null>;
+  depends_on?: Record<string, { condition: string }>;
+  healthcheck?: { test: string[] | string; disable?: boolean };
+  deploy?: { replicas?: number };
+  volumes?: string[];
+  ports?: unknown[];
+  container_name?: string;
+  restart?: string;
+}
+
+interface ComposeModel {
+  services: Record<string, Service>;
+  volumes?: Record<string, unknown>;
+}
+
+interface RunResult {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+let scratch: string;
+let emptyEnvFile: string;
+
+/**
+ * Runs docker-compose with a controlled environment: only PATH/HOME/LANG from the caller (so a
+ * developer's exported secrets or COMPOSE_* settings cannot make a test pass or fail) and an empty
+ * env file (so a local .env next to the compose file is not read).
+ */
+function dockerCompose(file: string, args: string[], env: Record<string, string> = requiredEnv): RunResult {
+  const base: Record<string, string> = {};
+  for (const name of ['PATH', 'HOME', 'LANG', 'LC_ALL']) {
+    const value = process.env[name];
+    if (value !== undefined) base[name] = value;
+  }
+  const result = spawnSync('docker-compose', ['--env-file', emptyEnvFile, '-f', file, ...args], {
+    cwd: path.dirname(file),
+    env: { ...base, ...env },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  if (result.error) throw result.error;
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+function commandText(service: Service): string {
+  const parts = [service.entrypoint ?? [], service.command ?? []].flat();
+  return parts.join(' ');
+}
+
+function mountsOf(service: Service): Array<{ source: string; target: string }> {
+  return (service.volumes ?? []).map((spec) => {
+    const [source = '', target = ''] = spec.split(':');
+    return { source, target };
+  });
+}
+
+/** Writes a copy of the compose file (same directory layout for the build context) and validates it. */
+function validateVariant(name: string, text: string): RunResult {
+  const file = path.join(scratch, name);
+  writeFileSync(file, text);
+  return dockerCompose(file, ['config', '-q']);
+}
+
+describe('deployment: docker-compose.temporal.yml and Dockerfile', function () {
+  this.timeout(60_000);
+
+  let model: ComposeModel;
+  let services: Record<string, Service>;
+
+  before(function () {
+    const probe = spawnSync('docker-compose', ['version'], { encoding: 'utf8' });
+    if (probe.error || probe.status !== 0) {
+      throw new Error(
+        'docker-compose is not installed. It is the validator of this suite: install the Debian package ' +
+          '`docker-compose` (listed in scripts/apt-packages.txt), e.g. `apt-get install -y docker-compose`.',
+      );
+    }
+    scratch = mkdtempSync(path.join(os.tmpdir(), 'compose-test-'));
+    emptyEnvFile = path.join(scratch, 'empty.env');
+    writeFileSync(emptyEnvFile, '');
+
+    const rendered = dockerCompose(composeFile, ['config']);
+    assert.equal(rendered.status, 0, `docker-compose config failed:\n${rendered.stderr}`);
+    model = parse(rendered.stdout) as ComposeModel;
+    services = model.services;
+  });
+
+  after(function () {
+    if (scratch) rmSync(scratch, { recursive: true, force: true });
+  });
+
+  describe('validity', function () {
+    it('is accepted by docker-compose config -q', function () {
+      const result = dockerCompose(composeFile, ['config', '-q']);
+      assert.equal(result.status, 0, result.stderr);
+    });
+
+    it('refuses to render without ADMIN_API_KEY, naming it', function () {
+      const { ADMIN_API_KEY: _omit, ...env } = requiredEnv;
+      const result = dockerCompose(composeFile, ['config', '-q'], env);
+      assert.notEqual(result.status, 0);
+      assert.match(result.stderr, /ADMIN_API_KEY/);
+    });
+
+    it('refuses to render without POSTGRES_PASSWORD, naming it', function () {
+      const { POSTGRES_PASSWORD: _omit, ...env } = requiredEnv;
+      const result = dockerCompose(composeFile, ['config', '-q'], env);
+      assert.notEqual(result.status, 0);
+      assert.match(result.stderr, /POSTGRES_PASSWORD/);
+    });
+  });
+
+  describe('the validator can fail', function () {
+    const original = () => readFileSync(composeFile, 'utf8');
+
+    it('accepts an unmodified copy in the scratch directory (control for the cases below)', function () {
+      const result = validateVariant('control.yml', original());
+      assert.equal(result.status, 0, result.stderr);
+    });
+
+    it('rejects a service that depends on a service that does not exist', function () {
+      const doc = parseDocument(original());
+      const dependsOn = doc.getIn(['services', 'api', 'depends_on']) as { set(k: unknown, v: unknown): void };
+      dependsOn.set(doc.createNode('search-engine'), doc.createNode({ condition: 'service_healthy' }));
+      const result = validateVariant('missing-dependency.yml', doc.toString({ lineWidth: 0 }));
+      assert.notEqual(result.status, 0, 'a dangling depends_on was accepted');
+      assert.match(result.stderr, /search-engine/);
+    });
+
+    it('rejects a service with a key Compose does not know', function () {
+      const doc = parseDocument(original());
+      doc.setIn(['services', 'worker', 'replicaz'], 3);
+      const result = validateVariant('unknown-key.yml', doc.toString({ lineWidth: 0 }));
+      assert.notEqual(result.status, 0, 'an unknown service key was accepted');
+      assert.match(result.stderr, /replicaz/);
+    });
+
+    it('rejects a wrongly typed value', function () {
+      const doc = parseDocument(original());
+      doc.setIn(['services', 'worker', 'deploy', 'replicas'], 'several');
+      const result = validateVariant('bad-type.yml', doc.toString({ lineWidth: 0 }));
+      assert.notEqual(result.status, 0, 'a non-integer replica count was accepted');
+      assert.match(result.stderr, /replicas/);
+    });
+  });
+
+  describe('completeness', function () {
+    it('has every service of the deployment', function () {
+      for (const name of ['postgres', 'temporal', 'temporal-ui', 'temporal-admin-tools', 'weaviate', 'migrate', 'api', 'worker']) {
+        assert.ok(services[name], `service ${name} is missing`);
+      }
+    });
+
+    it('pins the image versions of the infrastructure', function () {
+      const image = (name: string) => services[name]?.image ?? '';
+      assert.match(image('postgres'), /^postgres:\d+/);
+      assert.match(image('temporal'), /^temporalio\/(server|auto-setup):\d+\.\d+\.\d+$/);
+      assert.match(image('temporal-ui'), /^temporalio\/ui:\d+\.\d+\.\d+$/);
+      assert.match(image('temporal-admin-tools'), /^temporalio\/admin-tools:\d+\.\d+\.\d+/);
+      assert.match(image('weaviate'), /^(cr\.weaviate\.io\/)?semitechnologies\/weaviate:1\.39\.\d+$/);
+    });
+
+    it('gives the API and the worker every configuration variable, pointing at the compose services', function () {
+      for (const name of ['api', 'worker']) {
+        const env = services[name]?.environment ?? {};
+        for (const setting of appSettings) {
+          assert.ok(setting in env, `${name} lacks ${setting}`);
+        }
+        assert.equal(new URL(env.DATABASE_URL ?? '').hostname, 'postgres', `${name} DATABASE_URL`);
+        assert.equal(env.TEMPORAL_ADDRESS, 'temporal:7233', `${name} TEMPORAL_ADDRESS`);
+        assert.equal(new URL(env.WEAVIATE_URL ?? '').hostname, 'weaviate', `${name} WEAVIATE_URL`);
+        // Secrets come from the environment, not from the file.
+        assert.equal(env.ADMIN_API_KEY, requiredEnv.ADMIN_API_KEY, `${name} ADMIN_API_KEY`);
+        assert.equal(new URL(env.DATABASE_URL ?? '').password, requiredEnv.POSTGRES_PASSWORD, `${name} DATABASE_URL password`);
+      }
+      assert.deepEqual(services.api?.environment, services.worker?.environment, 'API and worker must share one configuration');
+    });
+
+    it('keeps the app database apart from the Temporal databases', function () {
+      const appDb = new URL(services.api?.environment?.DATABASE_URL ?? '').pathname.slice(1);
+      const temporalEnv = services.temporal?.environment ?? {};
+      const temporalDbs = [temporalEnv.DBNAME ?? 'temporal', temporalEnv.VISIBILITY_DBNAME ?? 'temporal_visibility'];
+      assert.ok(appDb.length > 0);
+      assert.ok(!temporalDbs.includes(appDb), `app database ${appDb} is one of Temporal's ${temporalDbs.join(', ')}`);
+      assert.equal(temporalEnv.DB, 'postgres12');
+      assert.equal(temporalEnv.POSTGRES_SEEDS, 'postgres');
+    });
+
+    it('mounts one named storage volume at STORAGE_DIR in the API and the worker', function () {
+      const volumeAt = (name: string) => {
+        const dir = services[name]?.environment?.STORAGE_DIR;
+        return mountsOf(services[name] ?? {}).find((m) => m.target === dir)?.source;
+      };
+      const apiVolume = volumeAt('api');
+      assert.ok(apiVolume, 'api has no volume at STORAGE_DIR');
+      assert.equal(volumeAt('worker'), apiVolume, 'worker must mount the same storage volume');
+      assert.ok(model.volumes && apiVolume in model.volumes, `${apiVolume} is not a named volume`);
+    });
+
+    it('persists PostgreSQL and Weaviate in named volumes', function () {
+      const named = Object.keys(model.volumes ?? {});
+      const pg = mountsOf(services.postgres ?? {}).find((m) => m.target === '/var/lib/postgresql/data');
+      const wv = mountsOf(services.weaviate ?? {}).find((m) => m.target === services.weaviate?.environment?.PERSISTENCE_DATA_PATH);
+      assert.ok(pg && named.includes(pg.source), 'postgres data is not on a named volume');
+      assert.ok(wv && named.includes(wv.source), 'weaviate data is not on a named volume');
+      assert.equal(services.weaviate?.environment?.DEFAULT_VECTORIZER_MODULE, 'none');
+      assert.ok(services.weaviate?.environment && 'AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED' in services.weaviate.environment);
+    });
+
+    it('registers exactly the five custom search attributes in the admin-tools job', function () {
+      const job = services['temporal-admin-tools'];
+      assert.ok(job, 'no admin-tools job');
+      assert.match(job.image ?? '', /^temporalio\/admin-tools:/);
+      assert.equal(job.restart, 'no', 'the admin-tools job is one-shot');
+      const script = commandText(job);
+      const registered = [...script.matchAll(/search-attribute create\b[^\n]*?--name\s+(\S+)\s+--type\s+(\S+)/g)]
+        .map((m) => `${m[1]}=${m[2]}`)
+        .sort();
+      assert.deepEqual(registered, expectedSearchAttributes);
+      // …and they are the ones the workflows declare.
+      assert.deepEqual([...searchAttributeDeclarations].sort(), expectedSearchAttributes);
+      // No other job registers search attributes behind its back.
+      for (const [name, service] of Object.entries(services)) {
+        if (name !== 'temporal-admin-tools') assert.doesNotMatch(commandText(service), /search-attribute create/, name);
+      }
+    });
+
+    it('builds the API and the worker from the repository Dockerfile, with their own commands', function () {
+      for (const name of ['api', 'worker']) {
+        const build = services[name]?.build;
+        assert.ok(build, `${name} is not built`);
+        assert.equal(path.resolve(build.context), root, `${name} build context`);
+        assert.equal(build.dockerfile ?? 'Dockerfile', 'Dockerfile', `${name} dockerfile`);
+      }
+      assert.match(commandText(services.api ?? {}), /api\/server\.ts/);
+      assert.match(commandText(services.worker ?? {}), /workers\/main\.ts/);
+      assert.equal(path.resolve(services.migrate?.build?.context ?? ''), root);
+      assert.match(commandText(services.migrate ?? {}), /scripts\/prisma\.sh migrate deploy/);
+    });
+
+    it('starts the API and worker only after migrations and Temporal set-up finished', function () {
+      for (const name of ['api', 'worker']) {
+        const deps = services[name]?.depends_on ?? {};
+        assert.equal(deps.migrate?.condition, 'service_completed_successfully', `${name} -> migrate`);
+        assert.equal(deps['temporal-admin-tools']?.condition, 'service_completed_successfully', `${name} -> admin-tools`);
+        assert.equal(deps.weaviate?.condition, 'service_healthy', `${name} -> weaviate`);
+      }
+      assert.equal(services.migrate?.depends_on?.postgres?.condition, 'service_healthy');
+      assert.equal(services['temporal-admin-tools']?.depends_on?.temporal?.condition, 'service_healthy');
+    });
+
+    it('has health checks on the long-running services', function () {
+      for (const name of ['postgres', 'temporal', 'weaviate', 'api', 'worker']) {
+        const check = services[name]?.healthcheck;
+        assert.ok(check && !check.disable && check.test, `${name} has no health check`);
+      }
+    });
+
+    it('runs several API and worker replicas that can scale horizontally', function () {
+      for (const name of ['api', 'worker']) {
+        const service = services[name] ?? {};
+        assert.ok((service.deploy?.replicas ?? 1) >= 2, `${name} should declare deploy.replicas >= 2`);
+        assert.equal(service.container_name, undefined, `${name} cannot scale with a fixed container_name`);
+        assert.deepEqual(service.ports ?? [], [], `${name} cannot scale with a published host port`);
+      }
+    });
+  });
+
+  describe('Dockerfile', function () {
+    const text = () => readFileSync(dockerfile, 'utf8');
+    const instructions = () =>
+      text()
+        .replace(/\\\n/g, ' ')
+        .split('\n')
+        .map((l) => l.trim())
+        .filter((l) => l && !l.startsWith('#'));
+
+    it('is based on Node 24 (bookworm slim)', function () {
+      const froms = instructions().filter((l) => /^FROM\s/i.test(l));
+      assert.ok(froms.length >= 2, 'expected a multi-stage build');
+      const external = froms.map((l) => l.split(/\s+/)[1] ?? '').filter((img) => img.includes(':') || img.includes('/'));
+      assert.deepEqual([...new Set(external)], ['node:24-bookworm-slim']);
+    });
+
+    it('installs the runtime Debian packages, generates the Prisma client and drops root', function () {
+      const all = instructions().join('\n');
+      for (const pkg of ['ffmpeg', 'tesseract-ocr', 'pocketsphinx', 'pocketsphinx-en-us', 'flite']) {
+        assert.match(all, new RegExp(`apt-get install[^\\n]*\\s${pkg}(\\s|$)`), `${pkg} is not installed`);
+      }
+      assert.match(all, /npm ci --omit=dev/);
+      assert.match(all, /scripts\/prisma\.sh generate/);
+      const lastStage = all.slice(all.lastIndexOf('\nFROM '));
+      assert.match(lastStage, /^USER\s+(?!root\b|0\b)\S+/m, 'the final stage must run as a non-root user');
+      assert.match(lastStage, /^CMD\s+\[.*"api\/server\.ts"\]/m, 'the default command must start the API');
+    });
+
+    it('has a .dockerignore that keeps local state out of the build context', function () {
+      const ignored = readFileSync(path.join(root, '.dockerignore'), 'utf8').split('\n').map((l) => l.trim());
+      for (const entry of ['node_modules', '.data', 'generated', '.git', '.env']) {
+        assert.ok(ignored.includes(entry), `.dockerignore lacks ${entry}`);
+      }
+    });
+  });
+});

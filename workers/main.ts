@@ -1,0 +1,34 @@
+import { fileURLToPath } from 'node:url';
+import { NativeConnection, Runtime, Worker, DefaultLogger } from '@temporalio/worker';
+import { loadConfigOrExit } from '../lib/config.js';
+import { createServices } from '../lib/runtime.js';
+import { createActivities } from '../activities/index.js';
+
+/**
+ * The worker process: polls the task queue for workflow and activity tasks. Run as many as the
+ * load needs; they share the queue. SIGINT/SIGTERM drain in-flight tasks before exit; a worker that
+ * is killed outright loses nothing, because Temporal hands its tasks to another worker.
+ */
+const config = loadConfigOrExit();
+const services = createServices(config, 'worker');
+
+Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: ['SIGINT', 'SIGTERM'] });
+
+const connection = await NativeConnection.connect({ address: config.temporalAddress });
+const worker = await Worker.create({
+  connection,
+  namespace: config.temporalNamespace,
+  taskQueue: config.temporalTaskQueue,
+  ...(config.workflowBundlePath
+    ? { workflowBundle: { codePath: config.workflowBundlePath } }
+    : { workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)) }),
+  activities: createActivities(services),
+  maxConcurrentActivityTaskExecutions: config.workerMaxActivities,
+  shutdownGraceTime: '20s',
+});
+
+services.log.info('worker started', { taskQueue: config.temporalTaskQueue, namespace: config.temporalNamespace });
+await worker.run();
+await services.db.$disconnect();
+await connection.close();
+services.log.info('worker stopped');

@@ -1,0 +1,2 @@
+// The worker bundles this file: every workflow type is exported from here.
+export { documentPipeline } from './document-pipeline.js';
