@@ -1,0 +1,104 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { dropDatabase, ensureDatabase, freePort, migrate, startTemporal, startWeaviate, type ManagedProcess } from '../../scripts/stack.js';
+
+/**
+ * The test run's own infrastructure: a Temporal dev server and a Weaviate on free ports with
+ * throw-away state, and a fresh, migrated Postgres database. Nothing is mocked.
+ */
+export interface TestStack {
+  databaseUrl: string;
+  temporalAddress: string;
+  weaviateUrl: string;
+  workDir: string;
+  workflowBundlePath: string;
+  adminApiKey: string;
+  taskQueue: string;
+}
+
+let stack: TestStack | null = null;
+const processes: ManagedProcess[] = [];
+
+export function testStack(): TestStack {
+  if (!stack) throw new Error('the test stack is not running (mocha must load test/support/global.ts)');
+  return stack;
+}
+
+export async function startTestStack(): Promise<TestStack> {
+  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'dwb-test-'));
+  const baseUrl = process.env.TEST_DATABASE_BASE_URL ?? 'postgresql://postgres@127.0.0.1:5432';
+  const databaseUrl = `${baseUrl}/dwb_test_${process.pid}`;
+  const temporalPort = await freePort();
+  const weaviatePort = await freePort();
+
+  const started = await Promise.allSettled([
+    startTemporal({ port: temporalPort, uiPort: null, dbFile: null, logFile: path.join(workDir, 'temporal.log') }),
+    startWeaviate({ port: weaviatePort, dataDir: path.join(workDir, 'weaviate'), logFile: path.join(workDir, 'weaviate.log') }),
+    bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)), logger: quietLogger }),
+    (async () => {
+      await ensureDatabase(databaseUrl);
+      await dropDatabase(databaseUrl);
+      await ensureDatabase(databaseUrl);
+      await migrate(databaseUrl);
+    })(),
+  ] as const);
+  for (const r of started.slice(0, 2)) if (r.status === 'fulfilled') processes.push(r.value as ManagedProcess);
+  const failed = started.find((r) => r.status === 'rejected');
+  if (failed) {
+    await Promise.all(processes.map((p) => p.stop()));
+    throw (failed as PromiseRejectedResult).reason;
+  }
+  const bundle = (started[2] as PromiseFulfilledResult<{ code: string }>).value;
+  const workflowBundlePath = path.join(workDir, 'workflow-bundle.js');
+  fs.writeFileSync(workflowBundlePath, bundle.code);
+
+  stack = {
+    databaseUrl,
+    temporalAddress: `127.0.0.1:${temporalPort}`,
+    weaviateUrl: `http://127.0.0.1:${weaviatePort}`,
+    workDir,
+    workflowBundlePath,
+    adminApiKey: 'test-admin-key-0123456789abcdef',
+    taskQueue: 'knowledge-test',
+  };
+  return stack;
+}
+
+export async function stopTestStack(): Promise<void> {
+  await Promise.all(processes.map((p) => p.stop()));
+  if (stack) {
+    await dropDatabase(stack.databaseUrl).catch(() => undefined);
+    fs.rmSync(stack.workDir, { recursive: true, force: true });
+  }
+  stack = null;
+}
+
+const quietLogger = {
+  log: () => undefined,
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: (message: string, meta?: unknown) => console.error(message, meta),
+};
+
+/** Environment for processes of the system under test (API, worker) pointed at the test stack. */
+export function systemEnv(overrides: Record<string, string> = {}): Record<string, string> {
+  const s = testStack();
+  return {
+    DATABASE_URL: s.databaseUrl,
+    TEMPORAL_ADDRESS: s.temporalAddress,
+    TEMPORAL_NAMESPACE: 'default',
+    TEMPORAL_TASK_QUEUE: s.taskQueue,
+    WEAVIATE_URL: s.weaviateUrl,
+    ADMIN_API_KEY: s.adminApiKey,
+    STORAGE_DIR: path.join(s.workDir, 'storage'),
+    WORKFLOW_BUNDLE_PATH: s.workflowBundlePath,
+    PORT: '0',
+    LOG_LEVEL: 'warn',
+    ...overrides,
+  };
+}

@@ -1,0 +1,144 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import readline from 'node:readline';
+import { loadConfig } from '../../lib/config.js';
+import { createServices } from '../../lib/runtime.js';
+import { connectTemporalClient } from '../../lib/temporal.js';
+import { createApp } from '../../api/app.js';
+import type { ApiDeps } from '../../api/deps.js';
+import { repoRoot } from '../../scripts/stack.js';
+import { systemEnv } from './stack.js';
+
+/** The API, in this process, on a free port, wired exactly as api/server.ts wires it. */
+export interface RunningApi {
+  url: string;
+  deps: ApiDeps;
+  close(): Promise<void>;
+}
+
+export async function startApi(overrides: Record<string, string> = {}): Promise<RunningApi> {
+  const config = loadConfig(systemEnv(overrides));
+  fs.mkdirSync(path.join(config.storageDir, 'uploads'), { recursive: true });
+  const services = createServices(config, 'api');
+  const temporal = await connectTemporalClient(config.temporalAddress, config.temporalNamespace);
+  const deps: ApiDeps = { ...services, temporal };
+  const server = createApp(deps).listen(0, '127.0.0.1');
+  await new Promise((resolve) => server.once('listening', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    deps,
+    async close() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      await services.db.$disconnect();
+      await temporal.connection.close();
+    },
+  };
+}
+
+/** A worker as a separate OS process, so a test can kill it the way a crash would. */
+export interface RunningWorker {
+  child: ChildProcess;
+  output: string[];
+  kill(signal?: NodeJS.Signals): Promise<void>;
+}
+
+export async function startWorker(overrides: Record<string, string> = {}): Promise<RunningWorker> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts'], {
+    cwd: repoRoot,
+    env: { ...process.env, ...systemEnv({ LOG_LEVEL: 'info', ...overrides }) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const output: string[] = [];
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.stderr!.on('data', (d) => output.push(String(d)));
+  await new Promise<void>((resolve, reject) => {
+    const lines = readline.createInterface({ input: child.stdout! });
+    const timer = setTimeout(() => reject(new Error(`worker did not start:\n${output.join('')}`)), 60_000);
+    lines.on('line', (line) => {
+      output.push(line);
+      if (line.includes('"worker started"')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`worker exited with ${code}:\n${output.join('\n')}`));
+    });
+  });
+  return {
+    child,
+    output,
+    async kill(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill(signal);
+      await exited;
+    },
+  };
+}
+
+/** A small HTTP client for the tests: JSON or form bodies, an optional X-API-Key. */
+export interface Call {
+  key?: string | null;
+  json?: unknown;
+  form?: Record<string, string | { name: string; content: string | Buffer; type?: string } | undefined>;
+  rawBody?: { body: string | Buffer; contentType: string };
+  headers?: Record<string, string>;
+}
+
+export interface HttpResult<T = any> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+export function client(baseUrl: string) {
+  return async function call<T = any>(method: string, urlPath: string, c: Call = {}): Promise<HttpResult<T>> {
+    const headers: Record<string, string> = { ...(c.headers ?? {}) };
+    if (c.key) headers['X-API-Key'] = c.key;
+    let body: BodyInit | undefined;
+    if (c.json !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      body = JSON.stringify(c.json);
+    } else if (c.form) {
+      const fd = new FormData();
+      for (const [k, v] of Object.entries(c.form)) {
+        if (v === undefined) continue;
+        if (typeof v === 'string') fd.append(k, v);
+        else fd.append(k, new Blob([typeof v.content === "string" ? v.content : new Uint8Array(v.content)], { type: v.type ?? 'application/octet-stream' }), v.name);
+      }
+      body = fd;
+    } else if (c.rawBody) {
+      headers['Content-Type'] = c.rawBody.contentType;
+      body = typeof c.rawBody.body === "string" ? c.rawBody.body : new Uint8Array(c.rawBody.body);
+    }
+    const res = await fetch(baseUrl + urlPath, { method, headers, body });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {
+      /* not JSON: the raw text is the body */
+    }
+    return { status: res.status, body: parsed as T, headers: res.headers };
+  };
+}
+
+export async function eventually<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value) return value;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+}
