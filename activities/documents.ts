@@ -125,6 +125,8 @@ export function createDocumentActivities({ db, storage, index, embedder }: Docum
       }
       // A shorter new version leaves no stale chunks of the old one behind.
       await index.deleteDocumentChunks(documentId, chunks.length);
+      // "success" means searchable: wait for the index queue, heartbeating meanwhile.
+      await index.waitForIndexing(60_000, () => ctx.heartbeat(chunks.length));
 
       const languageCounts: Record<string, number> = {};
       for (const l of languages) languageCounts[l] = (languageCounts[l] ?? 0) + 1;

@@ -202,6 +202,9 @@ export async function startWeaviate(o: WeaviateOptions): Promise<ManagedProcess>
     GO_PROFILING_DISABLE: 'true',
     DISABLE_TELEMETRY: 'true',
     API_BASED_MODULES_DISABLED: 'true',
+    // Crash safety: vectors pass through an on-disk queue that is replayed after a crash. With
+    // synchronous indexing a killed server loses HNSW entries written since its last flush.
+    ASYNC_INDEXING: 'true',
     LOG_LEVEL: 'warning',
     QUERY_DEFAULTS_LIMIT: '25',
   };

@@ -13,9 +13,13 @@ export function toAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
   if (err instanceof MulterError) {
     if (err.code === 'LIMIT_FILE_SIZE') return new AppError('payload_too_large', `file ${err.field ?? ''} is larger than the upload limit`.replace('  ', ' '));
-    if (err.code === 'LIMIT_UNEXPECTED_FILE') return new AppError('bad_request', `unexpected file field ${JSON.stringify(err.field)}`);
+    // Multer reports both an unknown file field and too many files in a known one with this code.
+    if (err.code === 'LIMIT_UNEXPECTED_FILE') {
+      return new AppError('bad_request', `unexpected file in field ${JSON.stringify(err.field)}: not a file field of this endpoint, or more files than it accepts`);
+    }
     return new AppError('bad_request', `malformed multipart body: ${err.message}`);
   }
+  if (err instanceof URIError) return new AppError('bad_request', `malformed URL: ${err.message}`);
   const e = err as { type?: string; status?: number; message?: string };
   if (e && e.type === 'entity.parse.failed') return new AppError('bad_request', 'malformed JSON body');
   if (e && e.type === 'entity.too.large') return new AppError('payload_too_large', 'request body too large');

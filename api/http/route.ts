@@ -115,16 +115,26 @@ function formParser(route: RouteDefinition, env: RouteEnvironment) {
 export function buildRouter(routes: RouteDefinition[], env: RouteEnvironment): express.Router {
   const router = express.Router();
   for (const route of routes) {
-    const handlers: express.RequestHandler[] = [];
+    // Authentication comes before any body is read, so that an unauthenticated client cannot make
+    // the server parse or store a large upload.
+    const authenticate: express.RequestHandler = async (req, res, next) => {
+      try {
+        const key = keyFrom(req);
+        const principal = route.access === 'none' || !key ? null : await env.authenticate(key);
+        authorize(route, principal, req.params as Record<string, string>);
+        res.locals.principal = principal;
+        next();
+      } catch (err) {
+        next(err);
+      }
+    };
+    const handlers: express.RequestHandler[] = [authenticate];
     if (route.body?.type === 'json') handlers.push(express.json({ limit: '16mb' }));
     handlers.push(...formParser(route, env));
     handlers.push(async (req, res, next) => {
       const files = collectFiles(req);
       res.once('close', () => removeUploads(files));
       try {
-        const key = keyFrom(req);
-        const principal = route.access === 'none' || !key ? null : await env.authenticate(key);
-        authorize(route, principal, req.params as Record<string, string>);
         const params = route.params ? validate('path', route.params, { ...req.params }, true) : { ...req.params };
         const query = route.query ? validate('query', route.query, { ...(req.query as object) }, true) : {};
         let body: unknown = undefined;
@@ -142,7 +152,7 @@ export function buildRouter(routes: RouteDefinition[], env: RouteEnvironment): e
           query,
           body,
           files,
-          principal,
+          principal: res.locals.principal as Principal | null,
           requestId: res.locals.requestId,
           log: res.locals.log,
           req,

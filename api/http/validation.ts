@@ -37,8 +37,22 @@ function describe(where: string, errors: ErrorObject[]): string {
     .join('; ');
 }
 
+/** Paths of strings that contain U+0000, which PostgreSQL text cannot hold and no field needs. */
+function nulPaths(value: unknown, at: string, out: string[] = []): string[] {
+  if (typeof value === 'string') {
+    if (value.includes('\u0000')) out.push(at);
+  } else if (Array.isArray(value)) {
+    value.forEach((v, i) => nulPaths(v, `${at}.${i}`, out));
+  } else if (value && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) nulPaths(v, `${at}.${k}`, out);
+  }
+  return out;
+}
+
 /** Validates (and for coerced sources, converts in place) one part of a request; throws a 400 AppError. */
 export function validate<T>(where: 'body' | 'query' | 'path' | 'form', schema: JsonSchema, value: unknown, coerce: boolean): T {
+  const withNul = nulPaths(value, where);
+  if (withNul.length) throw badRequest(withNul.map((f) => `${f} must not contain NUL characters`).join('; '));
   const fn = validatorFor(schema, coerce);
   if (!fn(value)) throw badRequest(describe(where, fn.errors ?? []), { errors: fn.errors?.map((e) => ({ path: e.instancePath, message: e.message })) });
   return value as T;

@@ -17,8 +17,10 @@ export const pathParams = (...names: Array<'partner' | 'kb' | 'folder' | 'doc_id
   ),
 });
 
-const nonNegativeInteger: JsonSchema = { type: 'integer', minimum: 0 };
-const positiveInteger: JsonSchema = { type: 'integer', minimum: 1 };
+// Upper bounds keep values exact in JavaScript and inside their database columns (BIGINT, INTEGER).
+const nonNegativeInteger: JsonSchema = { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER };
+const positiveInteger: JsonSchema = { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER };
+const int32Max = 2_147_483_647;
 const formBoolean: JsonSchema = { type: 'boolean', default: false };
 const dollarAmount: JsonSchema = {
   type: 'string',
@@ -30,7 +32,7 @@ export const partnerSettingsForm: JsonSchema = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    max_documents: { ...positiveInteger, description: 'Default 100000000' },
+    max_documents: { ...positiveInteger, maximum: int32Max, description: 'Default 100000000' },
     allow_audio_video: { type: 'boolean', description: 'Default true' },
     vendor_sync_enabled: { type: 'boolean', description: 'Default false' },
   },

@@ -59,24 +59,31 @@ export async function createDocumentFromUpload(deps: DocumentDeps, partner: stri
   const id = crypto.randomUUID();
   await storage.moveIn(documentFiles.original(id, extension), file.path);
   const steps = stepsForNewUpload(input);
-  const document = await db.document.create({
-    data: {
-      id,
-      knowledgeBaseId: found.kb.id,
-      folderId: folder.id,
-      name: input.name?.trim() || file.originalName,
-      type: 'file',
-      originalExtension: extension,
-      fileOriginal: file.originalName,
-      userEmail: input.user_email ?? null,
-      expertName: input.expert_name ?? null,
-      autoRewrite: input.auto_rewrite,
-      useOriginalAsRewritten: input.use_original_as_rewritten,
-      modelTier: input.model_tier,
-      inQueues: ['digitize'],
-    },
-    include: { folder: true },
-  });
+  let document;
+  try {
+    document = await db.document.create({
+      data: {
+        id,
+        knowledgeBaseId: found.kb.id,
+        folderId: folder.id,
+        name: input.name?.trim() || file.originalName,
+        type: 'file',
+        originalExtension: extension,
+        fileOriginal: file.originalName,
+        userEmail: input.user_email ?? null,
+        expertName: input.expert_name ?? null,
+        autoRewrite: input.auto_rewrite,
+        useOriginalAsRewritten: input.use_original_as_rewritten,
+        modelTier: input.model_tier,
+        inQueues: ['digitize'],
+      },
+      include: { folder: true },
+    });
+  } catch (err) {
+    // No row refers to the stored original: remove it rather than leave an orphan in storage.
+    await storage.removePrefix(documentFiles.prefix(id));
+    throw err;
+  }
   try {
     await startDocumentPipeline(temporal, taskQueue, { documentId: id, knowledgeBaseId: found.kb.id, partner: found.partner.name, steps });
   } catch (err) {

@@ -43,6 +43,7 @@ export function extensionOf(filename: string): string {
  * naming the reason, or a 501 for a supported format that this build cannot digitize yet.
  */
 export async function checkUpload(file: { originalName: string; path: string; size: number }): Promise<{ extension: string }> {
+  if (/[\u0000-\u001f\u007f]/.test(file.originalName)) throw badRequest(`the file name ${JSON.stringify(file.originalName)} contains control characters`);
   const extension = extensionOf(file.originalName);
   if (!extension) throw badRequest(`${file.originalName} has no file extension; supported: ${supportedExtensions.join(', ')}`);
   if (blockedArchiveExtensions.includes(extension)) throw badRequest(`archives (.${extension}) are not accepted; upload the files inside it`);

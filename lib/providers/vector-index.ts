@@ -97,6 +97,24 @@ export class VectorIndex {
     }
   }
 
+  /**
+   * Waits until Weaviate's indexing queue for the chunk class is empty, so that what was written is
+   * searchable (the server runs with ASYNC_INDEXING for crash safety). Returns false on timeout.
+   */
+  async waitForIndexing(timeoutMs: number, onWait?: () => void): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const status = (await this.client.cluster.nodesStatusGetter().withClassName(CHUNK_CLASS).withOutput('verbose').do()) as {
+        nodes?: Array<{ shards?: Array<{ class: string; vectorQueueLength?: number }> | null }>;
+      };
+      const queued = (status.nodes ?? []).flatMap((n) => n.shards ?? []).filter((s) => s.class === CHUNK_CLASS).reduce((sum, s) => sum + (s.vectorQueueLength ?? 0), 0);
+      if (queued === 0) return true;
+      if (Date.now() > deadline) return false;
+      onWait?.();
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
   async upsertChunks(chunks: ChunkRecord[]): Promise<void> {
     if (chunks.length === 0) return;
     const batcher = this.client.batch.objectsBatcher();

@@ -1,0 +1,102 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { loadConfig } from '../lib/config.js';
+import { ensureDatabase, manage, migrate, portOpen, repoRoot, startTemporal, startWeaviate, waitFor, type ManagedProcess } from './stack.js';
+
+/**
+ * `scripts/start`: the whole system on its embedded defaults. Starts the Temporal dev server (with
+ * its Web UI) and Weaviate unless TEMPORAL_ADDRESS / WEAVIATE_URL name external ones, prepares and
+ * migrates the database, then runs the API and one worker. Their state lives in .data/, so work in
+ * flight survives a restart. Ctrl-C stops everything this command started.
+ */
+const dataDir = path.join(repoRoot, '.data');
+fs.mkdirSync(dataDir, { recursive: true });
+const started: ManagedProcess[] = [];
+const say = (line: string) => process.stdout.write(`[start] ${line}\n`);
+
+function adminKey(): string {
+  if (process.env.ADMIN_API_KEY) return process.env.ADMIN_API_KEY;
+  const file = path.join(dataDir, 'admin-api-key');
+  if (!fs.existsSync(file)) fs.writeFileSync(file, `adm_${crypto.randomBytes(24).toString('base64url')}\n`, { mode: 0o600 });
+  return fs.readFileSync(file, 'utf8').trim();
+}
+
+const env: Record<string, string> = {
+  ...(process.env as Record<string, string>),
+  ADMIN_API_KEY: adminKey(),
+  STORAGE_DIR: process.env.STORAGE_DIR ?? path.join(dataDir, 'storage'),
+};
+const config = loadConfig(env);
+const stopAll = async () => {
+  for (const p of [...started].reverse()) await p.stop();
+};
+
+let stopping = false;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, async () => {
+    if (stopping) return;
+    stopping = true;
+    say('stopping...');
+    await stopAll();
+    say('stopped');
+    process.exit(0);
+  });
+}
+
+try {
+  if (await portOpen(config.port)) {
+    say(`something already answers on port ${config.port}: is the system already running? (stop it, or set PORT)`);
+    process.exit(1);
+  }
+  await ensureDatabase(config.databaseUrl);
+  await migrate(config.databaseUrl);
+  say(`database ready: ${config.databaseUrl}`);
+
+  const temporalPort = Number(config.temporalAddress.split(':').pop());
+  const uiPort = Number(process.env.TEMPORAL_UI_PORT ?? 8233);
+  if (!process.env.TEMPORAL_ADDRESS) {
+    if (await portOpen(temporalPort)) say(`Temporal already answers at ${config.temporalAddress}; using it`);
+    else started.push(await startTemporal({ port: temporalPort, uiPort, dbFile: path.join(dataDir, 'temporal.db'), logFile: path.join(dataDir, 'logs/temporal.log') }));
+  }
+  const weaviatePort = Number(new URL(config.weaviateUrl).port || 80);
+  if (!process.env.WEAVIATE_URL) {
+    if (await portOpen(weaviatePort)) say(`Weaviate already answers at ${config.weaviateUrl}; using it`);
+    else
+      started.push(
+        await startWeaviate({
+          port: weaviatePort,
+          dataDir: path.join(dataDir, 'weaviate'),
+          logFile: path.join(dataDir, 'logs/weaviate.log'),
+          ports: { grpc: 50051, gossip: 7946, data: 7947, raft: 8300 },
+        }),
+      );
+  }
+
+  const node = (name: string, script: string) =>
+    manage(name, process.execPath, ['--import', 'tsx', script], { env, logFile: path.join(dataDir, `logs/${name}.log`) });
+  started.push(node('worker', 'workers/main.ts'));
+  started.push(node('api', 'api/server.ts'));
+  await waitFor('API', async () => (await fetch(`http://127.0.0.1:${config.port}/health`)).ok, 60_000, started.at(-1)!.child);
+
+  say('');
+  say(`API              http://127.0.0.1:${config.port}   (OpenAPI: /openapi.json)`);
+  say(`Admin API key    ${process.env.ADMIN_API_KEY ? '(from ADMIN_API_KEY)' : `${env.ADMIN_API_KEY}   (stored in .data/admin-api-key)`}`);
+  say(`Temporal         ${config.temporalAddress}${process.env.TEMPORAL_ADDRESS ? '' : `   Web UI: http://127.0.0.1:${uiPort}`}`);
+  say(`Weaviate         ${config.weaviateUrl}`);
+  say(`Logs             .data/logs/{api,worker,temporal,weaviate}.log`);
+  say('Ctrl-C stops everything started here.');
+
+  // If the API or the worker dies, say so and stop the rest rather than run half a system.
+  for (const p of started.filter((x) => x.name === 'api' || x.name === 'worker')) {
+    p.child.once('exit', (code) => {
+      if (stopping) return;
+      say(`${p.name} exited with code ${code}; see .data/logs/${p.name}.log`);
+      process.kill(process.pid, 'SIGTERM');
+    });
+  }
+} catch (err) {
+  say(`start failed: ${(err as Error).message}`);
+  await stopAll();
+  process.exit(1);
+}

@@ -1,0 +1,412 @@
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { client, eventually, startApi, type Call, type HttpResult, type RunningApi } from '../support/system.js';
+import { newKnowledgeBase, newPartner, unique } from '../support/fixtures.js';
+import { testStack } from '../support/stack.js';
+
+/**
+ * Authentication and authorization of every knowledge-base endpoint (spec knowledge-base.md §5):
+ * no key and an unknown key are 401, a valid key without access is 403, the partner's own key may
+ * use `partner` endpoints but not admin ones, and the administrator key may use everything.
+ * A rejected request changes nothing.
+ */
+
+type Http = ReturnType<typeof client>;
+type Partner = { name: string; key: string };
+type Credential = 'no key' | 'a bad key' | "another partner's key" | "the partner's own key" | 'the admin key';
+type Access = 'none' | 'authenticated' | 'partner' | 'admin';
+
+const credentials: Credential[] = ['no key', 'a bad key', "another partner's key", "the partner's own key", 'the admin key'];
+
+/** What one request of the matrix needs: whose endpoint it is, the request and a no-change check. */
+interface Prepared {
+  owner: Partner;
+  path: string;
+  call?: Omit<Call, 'key'>;
+  /** Run after a rejected request: the state the request would have changed is unchanged. */
+  unchanged?: () => Promise<void>;
+}
+
+interface Endpoint {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  path: string;
+  access: Access;
+  /** Status of an allowed request. */
+  ok: number;
+  /** Rag search checks partner access in its body: other partners' keys get 403 there. */
+  bodyScoped?: boolean;
+  prepare: (credential: Credential) => Promise<Prepared>;
+}
+
+function expected(endpoint: Endpoint, credential: Credential): number {
+  if (endpoint.access === 'none') return endpoint.ok;
+  if (credential === 'no key' || credential === 'a bad key') return 401;
+  if (credential === 'the admin key') return endpoint.ok;
+  if (endpoint.access === 'admin') return 403;
+  if (credential === "the partner's own key") return endpoint.ok;
+  // another partner's key
+  if (endpoint.access === 'partner' || endpoint.bodyScoped) return 403;
+  return endpoint.ok;
+}
+
+const badKey = () => `pk_${crypto.randomBytes(32).toString('base64url')}`;
+
+function assertDetail(res: HttpResult, status: number) {
+  assert.equal(res.status, status, `expected ${status}, got ${res.status}: ${JSON.stringify(res.body)}`);
+  assert.equal(typeof res.body, 'object', `error body is JSON: ${JSON.stringify(res.body)}`);
+  assert.notEqual(res.body, null);
+  assert.deepEqual(Object.keys(res.body), ['detail'], `error body is exactly {detail}: ${JSON.stringify(res.body)}`);
+  assert.equal(typeof res.body.detail, 'string');
+  assert.ok(res.body.detail.length > 0, 'detail is not empty');
+}
+
+describe('API authentication and authorization', function () {
+  let api: RunningApi;
+  let http: Http;
+  let admin: string;
+  // A partner with a knowledge base, a folder and one document; and a second, unrelated partner.
+  let owner: Partner;
+  let kb: string;
+  let folder: string;
+  let documentId: string;
+  let other: Partner;
+
+  before(async () => {
+    api = await startApi();
+    http = client(api.url);
+    admin = testStack().adminApiKey;
+    const fixture = await newKnowledgeBase(http);
+    ({ partner: owner, kb, folder } = fixture);
+    other = await newPartner(http);
+    const doc = await http('POST', `/api/documents/${owner.name}/${kb}`, {
+      key: owner.key,
+      form: { type: 'file', folder, file: { name: 'seed.txt', content: 'The seed document of the auth tests.' } },
+    });
+    assert.equal(doc.status, 201, JSON.stringify(doc.body));
+    documentId = doc.body.id;
+  });
+  after(async () => {
+    await api?.close();
+  });
+
+  const keyFor = (credential: Credential, p: Partner): string | null =>
+    ({ 'no key': null, 'a bad key': badKey(), "another partner's key": other.key, "the partner's own key": p.key, 'the admin key': admin })[credential];
+
+  const kbNames = async (partner: string) => {
+    const res = await http('GET', `/api/knowledgebases/${partner}`, { key: admin });
+    assert.equal(res.status, 200);
+    return (res.body as Array<{ name: string }>).map((k) => k.name);
+  };
+  const folderNames = async (partner: string, kbName: string) => {
+    const res = await http('GET', `/api/folders/${partner}/${kbName}`, { key: admin });
+    assert.equal(res.status, 200);
+    return res.body.folders as string[];
+  };
+  const partnerRecord = async (name: string) => http('GET', `/api/partners/${name}`, { key: admin });
+  const documentCount = async () => {
+    const row = await api.deps.db.knowledgeBase.findFirstOrThrow({ where: { name: kb, partner: { name: owner.name } } });
+    return api.deps.db.document.count({ where: { knowledgeBaseId: row.id } });
+  };
+  /** A partner of its own, for endpoints that change or delete the partner. */
+  const freshPartner = () => newPartner(http);
+
+  const shared = (path: () => string, extra: Partial<Prepared> = {}) => async (): Promise<Prepared> => ({ owner, path: path(), ...extra });
+
+  const endpoints: Endpoint[] = [
+    { method: 'GET', path: '/api/content_types', access: 'none', ok: 200, prepare: shared(() => '/api/content_types') },
+    { method: 'GET', path: '/api/auth/me', access: 'authenticated', ok: 200, prepare: shared(() => '/api/auth/me') },
+    { method: 'GET', path: '/api/partners', access: 'authenticated', ok: 200, prepare: shared(() => '/api/partners') },
+    { method: 'GET', path: '/api/partners/{partner}', access: 'admin', ok: 200, prepare: shared(() => `/api/partners/${owner.name}`) },
+    {
+      method: 'POST', path: '/api/partners/{partner}', access: 'admin', ok: 201,
+      prepare: async (credential) => {
+        // The allowed request creates a new partner. A rejected one names an existing partner (so
+        // "its own key" exists) or a new name, and must neither create nor change any partner.
+        if (credential === "the partner's own key") {
+          const p = await freshPartner();
+          return {
+            owner: p,
+            path: `/api/partners/${p.name}`,
+            call: { form: { max_documents: '3' } },
+            unchanged: async () => {
+              const rec = await partnerRecord(p.name);
+              assert.equal(rec.body.max_documents, 100000000);
+              assert.equal((await http('GET', '/api/auth/me', { key: p.key })).status, 200, 'the existing key still works');
+            },
+          };
+        }
+        const name = unique('created');
+        return {
+          owner,
+          path: `/api/partners/${name}`,
+          call: { form: { max_documents: '3' } },
+          unchanged: async () => assert.equal((await partnerRecord(name)).status, 404, 'no partner was created'),
+        };
+      },
+    },
+    {
+      method: 'PUT', path: '/api/partners/{partner}', access: 'admin', ok: 200,
+      prepare: async () => {
+        const p = await freshPartner();
+        return {
+          owner: p,
+          path: `/api/partners/${p.name}`,
+          call: { form: { max_documents: '7', new_name: unique('renamed') } },
+          unchanged: async () => {
+            const rec = await partnerRecord(p.name);
+            assert.equal(rec.status, 200, 'the partner keeps its name');
+            assert.equal(rec.body.max_documents, 100000000);
+          },
+        };
+      },
+    },
+    {
+      method: 'DELETE', path: '/api/partners/{partner}', access: 'admin', ok: 200,
+      prepare: async () => {
+        const p = await freshPartner();
+        return {
+          owner: p,
+          path: `/api/partners/${p.name}`,
+          unchanged: async () => {
+            assert.equal((await partnerRecord(p.name)).status, 200, 'the partner still exists');
+            assert.equal((await http('GET', '/api/auth/me', { key: p.key })).status, 200, 'its key still works');
+          },
+        };
+      },
+    },
+    {
+      method: 'POST', path: '/api/partners/{partner}/regenerate-key', access: 'admin', ok: 200,
+      prepare: async () => {
+        const p = await freshPartner();
+        return {
+          owner: p,
+          path: `/api/partners/${p.name}/regenerate-key`,
+          unchanged: async () => assert.equal((await http('GET', '/api/auth/me', { key: p.key })).status, 200, 'the old key still works'),
+        };
+      },
+    },
+    { method: 'GET', path: '/api/knowledgebases/{partner}', access: 'partner', ok: 200, prepare: shared(() => `/api/knowledgebases/${owner.name}`) },
+    {
+      method: 'POST', path: '/api/knowledgebases/{partner}', access: 'partner', ok: 201,
+      prepare: async () => {
+        const name = unique('kb');
+        return {
+          owner,
+          path: `/api/knowledgebases/${owner.name}`,
+          call: { form: { name } },
+          unchanged: async () => assert.ok(!(await kbNames(owner.name)).includes(name), 'no knowledge base was created'),
+        };
+      },
+    },
+    { method: 'GET', path: '/api/folders/{partner}/{kb}', access: 'partner', ok: 200, prepare: shared(() => `/api/folders/${owner.name}/${kb}`) },
+    {
+      method: 'POST', path: '/api/folders/{partner}/{kb}', access: 'partner', ok: 201,
+      prepare: async () => {
+        const name = unique('folder');
+        return {
+          owner,
+          path: `/api/folders/${owner.name}/${kb}`,
+          call: { form: { name } },
+          unchanged: async () => assert.ok(!(await folderNames(owner.name, kb)).includes(name), 'no folder was created'),
+        };
+      },
+    },
+    {
+      method: 'POST', path: '/api/documents/{partner}/{kb}', access: 'partner', ok: 201,
+      prepare: async () => {
+        const before = await documentCount();
+        return {
+          owner,
+          path: `/api/documents/${owner.name}/${kb}`,
+          call: { form: { type: 'file', folder, file: { name: 'note.txt', content: 'A short note about tide tables.' } } },
+          unchanged: async () => assert.equal(await documentCount(), before, 'no document was created'),
+        };
+      },
+    },
+    { method: 'GET', path: '/api/document/{partner}/{kb}/{doc_id}', access: 'partner', ok: 200, prepare: shared(() => `/api/document/${owner.name}/${kb}/${documentId}`) },
+    {
+      method: 'POST', path: '/api/rag-test/search', access: 'authenticated', bodyScoped: true, ok: 200,
+      prepare: async () => ({ owner, path: '/api/rag-test/search', call: { json: { partner: owner.name, kb, user_message: 'tide tables' } } }),
+    },
+  ];
+
+  it('the table covers every route the knowledge-base interface registers', async () => {
+    const { knowledgeBaseRoutes } = await import('../../api/knowledge-base/routes.js');
+    const registered = knowledgeBaseRoutes(api.deps).map((r) => `${r.method.toUpperCase()} ${r.path} ${r.access === 'authenticated' ? 'authenticated' : r.access}`);
+    const tested = endpoints.map((e) => `${e.method} ${e.path} ${e.access}`);
+    assert.deepEqual([...tested].sort(), [...registered].sort());
+  });
+
+  for (const endpoint of endpoints) {
+    describe(`${endpoint.method} ${endpoint.path} (access: ${endpoint.access})`, () => {
+      for (const credential of credentials) {
+        const status = expected(endpoint, credential);
+        const allowed = status === endpoint.ok;
+        it(`${allowed ? 'allows' : `rejects with ${status}`} ${credential}`, async () => {
+          const prepared = await endpoint.prepare(credential);
+          const res = await http(endpoint.method, prepared.path, { ...prepared.call, key: keyFor(credential, prepared.owner) });
+          if (allowed) {
+            assert.equal(res.status, endpoint.ok, `expected ${endpoint.ok}, got ${res.status}: ${JSON.stringify(res.body)}`);
+          } else {
+            assertDetail(res, status);
+            await prepared.unchanged?.();
+          }
+        });
+      }
+    });
+  }
+
+  describe('who a key is', () => {
+    it('GET /api/auth/me names the partner of a partner key', async () => {
+      const res = await http('GET', '/api/auth/me', { key: owner.key });
+      assert.equal(res.status, 200);
+      assert.deepEqual(res.body, { partner: owner.name, isAdmin: false });
+    });
+
+    it('GET /api/auth/me reports the administrator key as admin without a partner', async () => {
+      const res = await http('GET', '/api/auth/me', { key: admin });
+      assert.equal(res.status, 200);
+      assert.deepEqual(res.body, { partner: null, isAdmin: true });
+    });
+
+    it('GET /api/partners lists every partner for the admin key', async () => {
+      const res = await http('GET', '/api/partners', { key: admin });
+      assert.equal(res.status, 200);
+      const names = (res.body as Array<{ name: string }>).map((p) => p.name);
+      assert.ok(names.includes(owner.name) && names.includes(other.name), JSON.stringify(names));
+      assert.equal(names.length, await api.deps.db.partner.count());
+    });
+
+    it("GET /api/partners lists only the caller's own partner for a partner key", async () => {
+      const res = await http('GET', '/api/partners', { key: owner.key });
+      assert.equal(res.status, 200);
+      assert.deepEqual((res.body as Array<{ name: string }>).map((p) => p.name), [owner.name]);
+    });
+  });
+
+  describe('partner keys', () => {
+    it('the key returned by partner creation works and no GET ever returns it', async () => {
+      const name = unique('keyed');
+      const created = await http('POST', `/api/partners/${name}`, { key: admin, form: {} });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      const key = created.body.api_key;
+      assert.equal(typeof key, 'string');
+      assert.ok(key.length >= 32, 'the key is long and random');
+
+      const me = await http('GET', '/api/auth/me', { key });
+      assert.deepEqual(me.body, { partner: name, isAdmin: false });
+
+      for (const [path, k] of [
+        [`/api/partners/${name}`, admin],
+        ['/api/partners', admin],
+        ['/api/partners', key],
+        [`/api/knowledgebases/${name}`, key],
+      ] as const) {
+        const res = await http('GET', path, { key: k });
+        assert.equal(res.status, 200, path);
+        const text = JSON.stringify(res.body);
+        assert.ok(!text.includes(key), `${path} does not return the key`);
+        assert.ok(!text.includes('api_key'), `${path} has no api_key field`);
+      }
+      const stored = await api.deps.db.partner.findUniqueOrThrow({ where: { name } });
+      assert.ok(!JSON.stringify(stored).includes(key), 'the database holds no plain key');
+    });
+
+    it('regenerate-key replaces the key: the old one gets 401 and the new one works', async () => {
+      const p = await newPartner(http);
+      const res = await http('POST', `/api/partners/${p.name}/regenerate-key`, { key: admin });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      const fresh = res.body.api_key as string;
+      assert.equal(typeof fresh, 'string');
+      assert.notEqual(fresh, p.key);
+      assert.equal(res.body.name, p.name);
+
+      const old = await http('GET', `/api/knowledgebases/${p.name}`, { key: p.key });
+      assertDetail(old, 401);
+      const now = await http('GET', `/api/knowledgebases/${p.name}`, { key: fresh });
+      assert.equal(now.status, 200);
+      assert.deepEqual((await http('GET', '/api/auth/me', { key: fresh })).body, { partner: p.name, isAdmin: false });
+    });
+
+    it('a partner key works only for its own partner after a rename', async () => {
+      const p = await newPartner(http);
+      const renamed = unique('renamed');
+      const res = await http('PUT', `/api/partners/${p.name}`, { key: admin, form: { new_name: renamed } });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      assert.equal((await http('GET', `/api/knowledgebases/${renamed}`, { key: p.key })).status, 200);
+      assertDetail(await http('GET', `/api/knowledgebases/${p.name}`, { key: p.key }), 403);
+    });
+
+    it('a deleted partner\'s key gets 401', async () => {
+      const p = await newPartner(http);
+      assert.equal((await http('DELETE', `/api/partners/${p.name}`, { key: admin })).status, 200);
+      assertDetail(await http('GET', '/api/auth/me', { key: p.key }), 401);
+    });
+  });
+
+  describe('how the key is sent', () => {
+    const bearer = (key: string) => ({ headers: { Authorization: `Bearer ${key}` } });
+
+    it('accepts a partner key as Authorization: Bearer', async () => {
+      const res = await http('GET', '/api/auth/me', bearer(owner.key));
+      assert.equal(res.status, 200);
+      assert.deepEqual(res.body, { partner: owner.name, isAdmin: false });
+      const kbs = await http('GET', `/api/knowledgebases/${owner.name}`, bearer(owner.key));
+      assert.equal(kbs.status, 200);
+    });
+
+    it('accepts the admin key as Authorization: Bearer', async () => {
+      const res = await http('GET', '/api/auth/me', bearer(admin));
+      assert.deepEqual(res.body, { partner: null, isAdmin: true });
+    });
+
+    it('applies the same partner scope to a Bearer key', async () => {
+      assertDetail(await http('GET', `/api/knowledgebases/${owner.name}`, bearer(other.key)), 403);
+    });
+
+    it('rejects an unknown Bearer key and other authorization schemes with 401', async () => {
+      assertDetail(await http('GET', '/api/auth/me', bearer(badKey())), 401);
+      assertDetail(await http('GET', '/api/auth/me', { headers: { Authorization: `Basic ${Buffer.from(`x:${owner.key}`).toString('base64')}` } }), 401);
+      assertDetail(await http('GET', '/api/auth/me', { headers: { Authorization: owner.key } }), 401);
+    });
+
+    it('rejects an empty key, a key differing only in case, and the admin key with a suffix', async () => {
+      assertDetail(await http('GET', '/api/auth/me', { headers: { 'X-API-Key': '' } }), 401);
+      assertDetail(await http('GET', '/api/auth/me', { key: owner.key.toUpperCase() === owner.key ? owner.key.toLowerCase() : owner.key.toUpperCase() }), 401);
+      assertDetail(await http('GET', '/api/auth/me', { key: `${admin}x` }), 401);
+      assertDetail(await http('GET', '/api/auth/me', { key: admin.slice(0, -1) }), 401);
+    });
+  });
+
+  describe('a rejected request changes nothing', () => {
+    it("creating a knowledge base with another partner's key creates none", async () => {
+      const name = unique('kb');
+      assertDetail(await http('POST', `/api/knowledgebases/${owner.name}`, { key: other.key, form: { name } }), 403);
+      assert.ok(!(await kbNames(owner.name)).includes(name));
+      // Nor under the caller's own partner.
+      assert.ok(!(await kbNames(other.name)).includes(name));
+      assert.equal(await api.deps.db.knowledgeBase.count({ where: { name } }), 0);
+    });
+
+    it("uploading with another partner's key stores no document and leaves no upload behind", async () => {
+      const before = await documentCount();
+      const res = await http('POST', `/api/documents/${owner.name}/${kb}`, {
+        key: other.key,
+        form: { type: 'file', folder, file: { name: 'intruder.txt', content: 'should never be stored' } },
+      });
+      assertDetail(res, 403);
+      assert.equal(await documentCount(), before);
+      assert.equal(await api.deps.db.document.count({ where: { name: 'intruder.txt' } }), 0);
+      // The file was parsed before authorization; it is removed when the response closes.
+      const uploads = path.join(api.deps.config.storageDir, 'uploads');
+      await eventually('the upload directory to be empty', async () => fs.readdirSync(uploads).length === 0, 5_000);
+    });
+
+    it("searching another partner's knowledge base with a partner key is refused", async () => {
+      const res = await http('POST', '/api/rag-test/search', { key: other.key, json: { partner: owner.name, kb, user_message: 'tide tables' } });
+      assertDetail(res, 403);
+    });
+  });
+});
