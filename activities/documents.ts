@@ -100,7 +100,6 @@ export function createDocumentActivities({ db, storage, index, embedder }: Docum
       const text = await storage.readText(documentFiles.rewritten(documentId));
       const chunks = chunkText(text);
       const languages = chunks.map((c) => franc(c.text, { minLength: 20 }));
-      await index.ensureSchema();
 
       const ctx = Context.current();
       const resumeFrom = Number(ctx.info.heartbeatDetails ?? 0) || 0;

@@ -11,7 +11,6 @@ const config = loadConfigOrExit();
 const services = createServices(config, 'api');
 fs.mkdirSync(path.join(config.storageDir, 'uploads'), { recursive: true });
 const temporal = await connectTemporalClient(config.temporalAddress, config.temporalNamespace);
-await services.index.ensureSchema();
 
 const app = createApp({ ...services, temporal });
 const server: Server = app.listen(config.port, '0.0.0.0', () => {

@@ -66,6 +66,20 @@ export class VectorIndex {
     }
   }
 
+  private schemaReady: Promise<void> | null = null;
+
+  /**
+   * Creates the chunk class on first use (once per process; retried after a failure), so that
+   * processes start even while Weaviate is still coming up.
+   */
+  private ensureSchemaOnce(): Promise<void> {
+    this.schemaReady ??= this.ensureSchema().catch((err) => {
+      this.schemaReady = null;
+      throw err;
+    });
+    return this.schemaReady;
+  }
+
   /** Creates the chunk class if it is missing. Safe to call from several processes at once. */
   async ensureSchema(): Promise<void> {
     const exists = await this.client.schema.exists(CHUNK_CLASS);
@@ -117,6 +131,7 @@ export class VectorIndex {
 
   async upsertChunks(chunks: ChunkRecord[]): Promise<void> {
     if (chunks.length === 0) return;
+    await this.ensureSchemaOnce();
     const batcher = this.client.batch.objectsBatcher();
     for (const c of chunks) {
       const { vector, ...properties } = c;
@@ -129,6 +144,7 @@ export class VectorIndex {
 
   /** Deletes a document's chunks whose index is at or above `fromIndex` (0 removes them all). */
   async deleteDocumentChunks(documentId: string, fromIndex = 0): Promise<void> {
+    await this.ensureSchemaOnce();
     const where: WhereFilter = {
       operator: 'And',
       operands: [
@@ -140,6 +156,7 @@ export class VectorIndex {
   }
 
   async countDocumentChunks(documentId: string): Promise<number> {
+    await this.ensureSchemaOnce();
     const res = await this.client.graphql
       .aggregate()
       .withClassName(CHUNK_CLASS)
@@ -150,6 +167,7 @@ export class VectorIndex {
   }
 
   async listDocumentChunkIndexes(documentId: string): Promise<number[]> {
+    await this.ensureSchemaOnce();
     const res = await this.client.graphql
       .get()
       .withClassName(CHUNK_CLASS)
@@ -176,6 +194,7 @@ export class VectorIndex {
   }
 
   async searchDense(filter: IndexFilter, vector: number[], limit: number): Promise<SearchHit[]> {
+    await this.ensureSchemaOnce();
     const res = await this.client.graphql
       .get()
       .withClassName(CHUNK_CLASS)
@@ -188,6 +207,7 @@ export class VectorIndex {
   }
 
   async searchBm25(filter: IndexFilter, query: string, limit: number): Promise<SearchHit[]> {
+    await this.ensureSchemaOnce();
     const res = await this.client.graphql
       .get()
       .withClassName(CHUNK_CLASS)

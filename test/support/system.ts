@@ -23,7 +23,6 @@ export async function startApi(overrides: Record<string, string> = {}): Promise<
   fs.mkdirSync(path.join(config.storageDir, 'uploads'), { recursive: true });
   const services = createServices(config, 'api');
   const temporal = await connectTemporalClient(config.temporalAddress, config.temporalNamespace);
-  await services.index.ensureSchema();
   const deps: ApiDeps = { ...services, temporal };
   const server = createApp(deps).listen(0, '127.0.0.1');
   await new Promise((resolve) => server.once('listening', resolve));

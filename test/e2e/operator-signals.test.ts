@@ -1,0 +1,68 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
+import { newKnowledgeBase } from '../support/fixtures.js';
+import { testStack } from '../support/stack.js';
+import { binaries } from '../../scripts/stack.js';
+import { workflowIds } from '../../lib/temporal.js';
+import { documentFiles } from '../../lib/storage.js';
+
+const run = promisify(execFile);
+
+/** The exact operator commands the README documents, run with the Temporal CLI against the test server. */
+const temporalCli = (...args: string[]) => run(binaries.temporal, [...args, '--address', testStack().temporalAddress]);
+
+describe('operator signals: retry, pause and resume from the Temporal CLI', function () {
+  let api: RunningApi;
+  let worker: RunningWorker;
+  let http: ReturnType<typeof client>;
+
+  before(async () => {
+    api = await startApi();
+    http = client(api.url);
+    worker = await startWorker();
+  });
+  after(async () => {
+    await worker?.kill();
+    await api?.close();
+  });
+
+  it('a failed step waits with a readable error, is paused and resumed, and a retry finishes it from the failed step', async () => {
+    const { partner, kb, folder } = await newKnowledgeBase(http);
+    // Latin-1 bytes in a .txt file: accepted at upload, but not valid UTF-8, so digitization fails.
+    const created = await http('POST', `/api/documents/${partner.name}/${kb}`, {
+      key: partner.key,
+      form: { type: 'file', folder, use_original_as_rewritten: 'true', file: { name: 'menu.txt', content: Buffer.from('Caf\xe9 cr\xe8me br\xfbl\xe9e', 'latin1') } },
+    });
+    assert.equal(created.status, 201);
+    const id = created.body.id as string;
+    const read = async () => (await http('GET', `/api/document/${partner.name}/${kb}/${id}`, { key: partner.key })).body;
+
+    const failed = await eventually('the failure to be recorded', async () => ((await read()).processing_error ? read() : null));
+    assert.match(failed.processing_error, /not valid UTF-8/);
+    assert.deepEqual(failed.in_queues, []);
+    const handle = api.deps.temporal.workflow.getHandle(workflowIds.document(id));
+    assert.equal((await handle.describe()).status.name, 'RUNNING', 'the workflow keeps the work and waits for a retry');
+    const { stdout: listed } = await temporalCli('workflow', 'list', '--query', `DocumentId="${id}" AND PipelineStatus="failed"`);
+    assert.match(listed, new RegExp(workflowIds.document(id)), 'operators find stuck work by search attribute');
+
+    // The operator fixes the cause (here: replaces the stored original), pauses, retries, resumes.
+    await api.deps.storage.write(documentFiles.original(id, 'txt'), 'Café crème brûlée, served warm.');
+    await temporalCli('workflow', 'signal', '--workflow-id', workflowIds.document(id), '--name', 'pause');
+    await temporalCli('workflow', 'signal', '--workflow-id', workflowIds.document(id), '--name', 'retry');
+    await eventually('the pipeline to hold while paused', async () => (await handle.query<{ status: string }>('progress')).status === 'paused');
+    assert.equal((await read()).embedding_status, null, 'nothing runs while paused');
+
+    await temporalCli('workflow', 'signal', '--workflow-id', workflowIds.document(id), '--name', 'resume');
+    const done = await eventually('the document to be embedded', async () => {
+      const d = await read();
+      return d.embedding_status === 'success' ? d : null;
+    });
+    assert.equal(done.processing_error, null);
+    assert.equal(done.digitized_char_count, [...'Café crème brûlée, served warm.'].length);
+    const result = await handle.result();
+    assert.equal(result.status, 'completed');
+    assert.deepEqual(result.completedSteps, ['digitize', 'finalize_original', 'embed']);
+  });
+});

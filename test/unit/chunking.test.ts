@@ -1,0 +1,43 @@
+import assert from 'node:assert/strict';
+import { chunkText } from '../../lib/kb/chunking.js';
+
+describe('chunking of final rewritten content', () => {
+  it('starts a new chunk at each heading and remembers the heading', () => {
+    const chunks = chunkText('# Intro\n\nHello there.\n\n## Details\n\nMore text here.');
+    assert.equal(chunks.length, 2);
+    assert.equal(chunks[0]!.heading, 'Intro');
+    assert.match(chunks[0]!.text, /Hello there/);
+    assert.equal(chunks[1]!.heading, 'Details');
+    assert.doesNotMatch(chunks[1]!.text, /Hello there/, 'no overlap across sections');
+  });
+
+  it('keeps every chunk within the size limit, cutting long paragraphs at sentence ends', () => {
+    const sentence = 'The quick brown fox jumps over the lazy dog near the river bank. ';
+    const text = Array.from({ length: 6 }, () => sentence.repeat(20)).join('\n\n');
+    const chunks = chunkText(text, { maxChars: 500, overlapChars: 80 });
+    assert.ok(chunks.length > 5);
+    for (const c of chunks) {
+      assert.ok(c.text.length <= 500, `chunk ${c.index} has ${c.text.length} characters`);
+      assert.match(c.text, /\.$/, 'ends at a sentence end');
+    }
+  });
+
+  it('repeats the tail of the previous chunk so text across a boundary stays findable', () => {
+    const paragraphs = Array.from({ length: 10 }, (_, i) => `Paragraph ${i} talks about topic number ${i} in some detail, enough to fill space.`);
+    const chunks = chunkText(paragraphs.join('\n\n'), { maxChars: 200, overlapChars: 60 });
+    for (let i = 1; i < chunks.length; i++) {
+      const prevTail = chunks[i - 1]!.text.slice(-30);
+      assert.ok(chunks[i]!.text.includes(prevTail), `chunk ${i} starts with the end of chunk ${i - 1}`);
+    }
+  });
+
+  it('is deterministic and numbers chunks from zero, so chunk IDs are stable', () => {
+    const text = '# A\n\none two three.\n\n# B\n\nfour five six.';
+    assert.deepEqual(chunkText(text), chunkText(text));
+    assert.deepEqual(chunkText(text).map((c) => c.index), [0, 1]);
+  });
+
+  it('returns nothing for blank content', () => {
+    assert.deepEqual(chunkText('  \n\n \n'), []);
+  });
+});
