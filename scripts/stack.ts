@@ -64,13 +64,21 @@ export async function waitFor(what: string, check: () => Promise<boolean>, timeo
   throw new Error(`${what} was not ready within ${timeoutMs / 1000} s`);
 }
 
+const running = new Set<ChildProcess>();
+// A process that exits without stopping its servers (an interrupted test run, an uncaught error)
+// must not leave them running on the machine.
+process.once('exit', () => {
+  for (const child of running) child.kill('SIGTERM');
+});
+
 /** Spawns a long-running process with its output in a log file; stop() ends it and waits. */
 export function manage(name: string, command: string, args: string[], options: { env?: NodeJS.ProcessEnv; logFile: string; cwd?: string }): ManagedProcess {
   fs.mkdirSync(path.dirname(options.logFile), { recursive: true });
   const out = fs.openSync(options.logFile, 'a');
   const child = spawn(command, args, { env: options.env ?? process.env, cwd: options.cwd ?? repoRoot, stdio: ['ignore', out, out] });
   fs.closeSync(out);
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  running.add(child);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => (running.delete(child), resolve())));
   return {
     name,
     child,
