@@ -46,14 +46,20 @@ export interface RunningWorker {
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 
+const workers = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const w of workers) w.kill('SIGKILL');
+});
+
 export async function startWorker(overrides: Record<string, string> = {}): Promise<RunningWorker> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts'], {
     cwd: repoRoot,
     env: { ...process.env, ...systemEnv({ LOG_LEVEL: 'info', ...overrides }) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  workers.add(child);
   const output: string[] = [];
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => (workers.delete(child), resolve())));
   child.stderr!.on('data', (d) => output.push(String(d)));
   await new Promise<void>((resolve, reject) => {
     const lines = readline.createInterface({ input: child.stdout! });
