@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
+import { client, eventually, startWorker, useRunningSystem } from '../support/system.js';
 import { newKnowledgeBase } from '../support/fixtures.js';
 import { workflowIds } from '../../lib/temporal.js';
 
@@ -26,19 +26,8 @@ function longDocument(paragraphs: number): string {
 }
 
 describe('document pipeline, end to end through Temporal', function () {
-  let api: RunningApi;
-  let worker: RunningWorker;
-  let http: ReturnType<typeof client>;
-
-  before(async () => {
-    api = await startApi();
-    http = client(api.url);
-    worker = await startWorker();
-  });
-  after(async () => {
-    await worker?.kill();
-    await api?.close();
-  });
+  const system = useRunningSystem();
+  const http: ReturnType<typeof client> = (...args) => system.http(...args);
 
   const documentOf = (p: string, k: string, id: string, key: string) => http('GET', `/api/document/${p}/${k}/${id}`, { key });
 
@@ -117,14 +106,14 @@ describe('document pipeline, end to end through Temporal', function () {
     // Wait until embedding runs and some chunks are in the index, then kill the worker outright.
     await eventually('embedding to be under way', async () => {
       const d = await documentOf(partner.name, kb, id, partner.key);
-      return d.body.embedding_status === 'in_progress' && (await api.deps.index.countDocumentChunks(id)) > 0;
+      return d.body.embedding_status === 'in_progress' && (await system.api.deps.index.countDocumentChunks(id)) > 0;
     });
-    await worker.kill('SIGKILL');
-    const described = await api.deps.temporal.workflow.getHandle(workflowIds.document(id)).describe();
+    await system.worker.kill('SIGKILL');
+    const described = await system.api.deps.temporal.workflow.getHandle(workflowIds.document(id)).describe();
     assert.equal(described.status.name, 'RUNNING');
     assert.notEqual((await documentOf(partner.name, kb, id, partner.key)).body.embedding_status, 'success');
 
-    worker = await startWorker();
+    system.worker = await startWorker();
     const done = await eventually(
       'embedding to succeed on the new worker',
       async () => {
@@ -133,10 +122,10 @@ describe('document pipeline, end to end through Temporal', function () {
       },
       150_000,
     );
-    const indexes = await api.deps.index.listDocumentChunkIndexes(id);
+    const indexes = await system.api.deps.index.listDocumentChunkIndexes(id);
     assert.equal(indexes.length, done.embedding_chunk_count, 'no chunk is written twice');
     assert.deepEqual([...indexes].sort((x, y) => x - y), Array.from({ length: done.embedding_chunk_count }, (_, i) => i));
-    const result = await api.deps.temporal.workflow.getHandle(workflowIds.document(id)).result();
+    const result = await system.api.deps.temporal.workflow.getHandle(workflowIds.document(id)).result();
     assert.equal(result.status, 'completed');
   });
 });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
+import { client, eventually, useRunningSystem } from '../support/system.js';
 import { newKnowledgeBase } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
 import { binaries } from '../../scripts/stack.js';
@@ -14,19 +14,8 @@ const run = promisify(execFile);
 const temporalCli = (...args: string[]) => run(binaries.temporal, [...args, '--address', testStack().temporalAddress]);
 
 describe('operator signals: retry, pause and resume from the Temporal CLI', function () {
-  let api: RunningApi;
-  let worker: RunningWorker;
-  let http: ReturnType<typeof client>;
-
-  before(async () => {
-    api = await startApi();
-    http = client(api.url);
-    worker = await startWorker();
-  });
-  after(async () => {
-    await worker?.kill();
-    await api?.close();
-  });
+  const system = useRunningSystem();
+  const http: ReturnType<typeof client> = (...args) => system.http(...args);
 
   it('a failed step waits with a readable error, is paused and resumed, and a retry finishes it from the failed step', async () => {
     const { partner, kb, folder } = await newKnowledgeBase(http);
@@ -42,13 +31,13 @@ describe('operator signals: retry, pause and resume from the Temporal CLI', func
     const failed = await eventually('the failure to be recorded', async () => ((await read()).processing_error ? read() : null));
     assert.match(failed.processing_error, /not valid UTF-8/);
     assert.deepEqual(failed.in_queues, []);
-    const handle = api.deps.temporal.workflow.getHandle(workflowIds.document(id));
+    const handle = system.api.deps.temporal.workflow.getHandle(workflowIds.document(id));
     assert.equal((await handle.describe()).status.name, 'RUNNING', 'the workflow keeps the work and waits for a retry');
     const { stdout: listed } = await temporalCli('workflow', 'list', '--query', `DocumentId="${id}" AND PipelineStatus="failed"`);
     assert.match(listed, new RegExp(workflowIds.document(id)), 'operators find stuck work by search attribute');
 
     // The operator fixes the cause (here: replaces the stored original), pauses, retries, resumes.
-    await api.deps.storage.write(documentFiles.original(id, 'txt'), 'Café crème brûlée, served warm.');
+    await system.api.deps.storage.write(documentFiles.original(id, 'txt'), 'Café crème brûlée, served warm.');
     await temporalCli('workflow', 'signal', '--workflow-id', workflowIds.document(id), '--name', 'pause');
     await temporalCli('workflow', 'signal', '--workflow-id', workflowIds.document(id), '--name', 'retry');
     await eventually('the pipeline to hold while paused', async () => (await handle.query<{ status: string }>('progress')).status === 'paused');

@@ -148,3 +148,21 @@ export async function eventually<T>(what: string, probe: () => Promise<T | undef
   }
   throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
 }
+
+/**
+ * Registers before/after hooks that run the API in-process and one worker process for a describe
+ * block; the returned object is filled in by the time the tests run (a test may replace `worker`).
+ */
+export function useRunningSystem() {
+  const system = {} as { api: RunningApi; http: ReturnType<typeof client>; worker: RunningWorker };
+  before(async () => {
+    system.api = await startApi();
+    system.http = client(system.api.url);
+    system.worker = await startWorker();
+  });
+  after(async () => {
+    await system.worker?.kill();
+    await system.api?.close();
+  });
+  return system;
+}
