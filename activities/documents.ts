@@ -8,6 +8,7 @@ import type { EmbeddingProvider } from '../lib/providers/embeddings.js';
 import { chunkText } from '../lib/kb/chunking.js';
 import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/kb/embedding-status.js';
 import { estimateTokens, countCharacters } from '../lib/kb/text.js';
+import { settle } from '../lib/budget/ledger.js';
 
 export interface DocumentActivityDeps {
   db: Db;
@@ -42,9 +43,15 @@ export function createDocumentActivities({ db, storage, index, embedder }: Docum
   const withoutQueue = (queues: string[], queue: string) => queues.filter((q) => q !== queue);
 
   return {
-    /** Extracts the original's text into the digitized version. Plain text and Markdown for now. */
-    async digitizeDocument({ documentId }: DocumentRef): Promise<{ charCount: number }> {
+    /**
+     * Extracts the original's text (plain text and Markdown for now) into a cache next to it, and
+     * returns its size. A cached extraction is reused, so a document resumed after a budget block
+     * or a retry never calls the extraction provider again.
+     */
+    async extractText({ documentId }: DocumentRef): Promise<{ charCount: number; cached: boolean }> {
       const doc = await loadDocument(documentId);
+      const cacheKey = documentFiles.extracted(documentId);
+      if (await storage.exists(cacheKey)) return { charCount: countCharacters(await storage.readText(cacheKey)), cached: true };
       if (!doc.fileOriginal || !doc.originalExtension) throw ApplicationFailure.nonRetryable('the document has no original file to digitize', PERMANENT);
       const raw = await storage.read(documentFiles.original(documentId, doc.originalExtension));
       let text: string;
@@ -55,12 +62,38 @@ export function createDocumentActivities({ db, storage, index, embedder }: Docum
       }
       text = text.replace(/^\uFEFF/, '').replace(/\r\n?/g, '\n');
       if (!text.trim()) throw ApplicationFailure.nonRetryable(`${doc.fileOriginal} contains no text`, PERMANENT);
-      await storage.write(documentFiles.digitized(documentId), text);
+      await storage.write(cacheKey, text);
+      return { charCount: countCharacters(text), cached: false };
+    },
+
+    /** Characters the new digitized text adds to what the document already holds. */
+    async digitizationBound({ documentId }: DocumentRef): Promise<{ characters: number; knowledgeBaseId: string }> {
+      const doc = await loadDocument(documentId);
+      const text = await storage.readText(documentFiles.extracted(documentId));
+      return { characters: Math.max(0, countCharacters(text) - doc.acceptedCharacters), knowledgeBaseId: doc.knowledgeBaseId };
+    },
+
+    /**
+     * Makes the admitted extraction the digitized version and settles its reservation in the same
+     * transaction that records the document's accepted characters (exactly once per operation).
+     */
+    async acceptDigitizedText({ documentId, operationKey }: DocumentRef & { operationKey: string }): Promise<{ charCount: number }> {
+      await loadDocument(documentId);
+      const text = await storage.readText(documentFiles.extracted(documentId));
       const charCount = countCharacters(text);
-      await db.document.update({
-        where: { id: documentId },
-        data: { fileDigitized: 'digitized.md', digitizedCharCount: charCount, processingError: null },
-      });
+      await storage.write(documentFiles.digitized(documentId), text);
+      const outcome = await settle(
+        db,
+        operationKey,
+        async (tx) => ({ characters: charCount - (await tx.document.findUniqueOrThrow({ where: { id: documentId } })).acceptedCharacters }),
+        async (tx) => {
+        await tx.document.update({
+          where: { id: documentId },
+          data: { fileDigitized: 'digitized.md', digitizedCharCount: charCount, acceptedCharacters: charCount, processingError: null },
+        });
+        },
+      );
+      if (outcome === 'unknown_operation') throw new Error(`no reservation ${operationKey} to settle`);
       return { charCount };
     },
 

@@ -20,6 +20,9 @@ export interface Config {
   /** A prebuilt workflow bundle (bundleWorkflowCode output); null bundles workflows/ at start. */
   workflowBundlePath: string | null;
   workerMaxActivities: number;
+  /** How often the budget sweeper looks for holds of closed workflows, and how old a hold must be. */
+  budgetSweepIntervalSeconds: number;
+  budgetSweepGraceSeconds: number;
 }
 
 export class ConfigError extends Error {
@@ -38,6 +41,8 @@ export const configDefaults = {
   MAX_UPLOAD_BYTES: String(100 * 1024 * 1024),
   LOG_LEVEL: 'info',
   WORKER_MAX_ACTIVITIES: '8',
+  BUDGET_SWEEP_INTERVAL_SECONDS: '60',
+  BUDGET_SWEEP_GRACE_SECONDS: '300',
 } as const;
 
 /** Variables that have no default: the operator must choose them. */
@@ -100,6 +105,8 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel: logLevel as Config['logLevel'],
     workflowBundlePath: env.WORKFLOW_BUNDLE_PATH ? path.resolve(env.WORKFLOW_BUNDLE_PATH) : null,
     workerMaxActivities: integerSetting('WORKER_MAX_ACTIVITIES', read(env, 'WORKER_MAX_ACTIVITIES'), 1, 1000),
+    budgetSweepIntervalSeconds: integerSetting('BUDGET_SWEEP_INTERVAL_SECONDS', read(env, 'BUDGET_SWEEP_INTERVAL_SECONDS'), 1, 86400),
+    budgetSweepGraceSeconds: integerSetting('BUDGET_SWEEP_GRACE_SECONDS', read(env, 'BUDGET_SWEEP_GRACE_SECONDS'), 0, 7 * 86400),
   };
 }
 

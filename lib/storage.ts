@@ -76,6 +76,8 @@ export class LocalFileStorage implements FileStorage {
 export const documentFiles = {
   prefix: (documentId: string) => `documents/${documentId}`,
   original: (documentId: string, extension: string) => `documents/${documentId}/original.${extension}`,
+  /** Extraction cache: kept so that resumed work never calls the extraction provider again. */
+  extracted: (documentId: string) => `documents/${documentId}/extracted.md`,
   digitized: (documentId: string) => `documents/${documentId}/digitized.md`,
   rewrittenDraft: (documentId: string) => `documents/${documentId}/rewritten_draft.md`,
   rewritten: (documentId: string) => `documents/${documentId}/rewritten.md`,

@@ -1,4 +1,4 @@
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 
 /**
  * Workflow IDs are predictable so that an operator can find and signal any job by the ID of the
@@ -6,9 +6,19 @@ import { Client, Connection } from '@temporalio/client';
  */
 export const workflowIds = {
   document: (documentId: string) => `document-${documentId}`,
+  budgetSweeper: () => 'budget-sweeper',
 };
 
 export async function connectTemporalClient(address: string, namespace: string): Promise<Client> {
   const connection = await Connection.connect({ address, connectTimeout: '10s' });
   return new Client({ connection, namespace });
+}
+
+/** Starts the reservation sweeper unless it already runs (every worker calls this at start). */
+export async function ensureBudgetSweeper(client: Client, taskQueue: string, input: { intervalSeconds: number; graceSeconds: number }) {
+  try {
+    await client.workflow.start('budgetSweeper', { taskQueue, workflowId: workflowIds.budgetSweeper(), args: [input] });
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+  }
 }

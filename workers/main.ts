@@ -3,6 +3,7 @@ import { NativeConnection, Runtime, Worker, DefaultLogger } from '@temporalio/wo
 import { loadConfigOrExit } from '../lib/config.js';
 import { createServices } from '../lib/runtime.js';
 import { createActivities } from '../activities/index.js';
+import { connectTemporalClient, ensureBudgetSweeper } from '../lib/temporal.js';
 
 /**
  * The worker process: polls the task queue for workflow and activity tasks. Run as many as the
@@ -15,6 +16,8 @@ const services = createServices(config, 'worker');
 Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: ['SIGINT', 'SIGTERM'] });
 
 const connection = await NativeConnection.connect({ address: config.temporalAddress });
+// Activities that ask Temporal about other workflows (the reservation sweeper) use a client.
+const temporal = await connectTemporalClient(config.temporalAddress, config.temporalNamespace);
 const worker = await Worker.create({
   connection,
   namespace: config.temporalNamespace,
@@ -22,13 +25,18 @@ const worker = await Worker.create({
   ...(config.workflowBundlePath
     ? { workflowBundle: { codePath: config.workflowBundlePath } }
     : { workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)) }),
-  activities: createActivities(services),
+  activities: createActivities({ ...services, temporal }),
   maxConcurrentActivityTaskExecutions: config.workerMaxActivities,
   shutdownGraceTime: '20s',
 });
 
+await ensureBudgetSweeper(temporal, config.temporalTaskQueue, {
+  intervalSeconds: config.budgetSweepIntervalSeconds,
+  graceSeconds: config.budgetSweepGraceSeconds,
+});
 services.log.info('worker started', { taskQueue: config.temporalTaskQueue, namespace: config.temporalNamespace });
 await worker.run();
 await services.db.$disconnect();
 await connection.close();
+await temporal.connection.close();
 services.log.info('worker stopped');

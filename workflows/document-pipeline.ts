@@ -2,13 +2,15 @@ import {
   ActivityFailure,
   ApplicationFailure,
   condition,
+  workflowInfo,
   defineQuery,
   defineSignal,
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import type { DocumentActivities, PipelineStep } from '../activities/documents.js';
+import type { Activities } from '../activities/index.js';
+import type { PipelineStep } from '../activities/documents.js';
 import { searchAttributes } from '../lib/search-attributes.js';
 
 /**
@@ -22,6 +24,8 @@ export interface DocumentPipelineInput {
   knowledgeBaseId: string;
   partner: string;
   steps: PipelineStep[];
+  /** Request-level cap on the KB's digitized characters (the smaller of it and the KB limit applies). */
+  requestCharacterLimit?: number | null;
 }
 
 export type PipelineStatus = 'running' | 'paused' | 'failed' | 'budget_blocked' | 'completed' | 'cancelled';
@@ -39,25 +43,26 @@ export const resumeSignal = defineSignal('resume');
 export const budgetChangedSignal = defineSignal('budgetChanged');
 export const progressQuery = defineQuery<DocumentPipelineProgress>('progress');
 
-const quick = proxyActivities<DocumentActivities>({
+const quick = proxyActivities<Activities>({
   startToCloseTimeout: '2 minutes',
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
 });
 
-const heavy = proxyActivities<DocumentActivities>({
+const heavy = proxyActivities<Activities>({
   startToCloseTimeout: '1 hour',
   // A worker that dies mid-step is noticed within this time and the step is retried elsewhere.
   heartbeatTimeout: '20 seconds',
   retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '2 minutes', maximumAttempts: 8, nonRetryableErrorTypes: ['PermanentProcessingError', 'DocumentGone'] },
 });
 
-const runStep: Record<PipelineStep, (ref: { documentId: string }) => Promise<unknown>> = {
-  digitize: (ref) => heavy.digitizeDocument(ref),
-  finalize_original: (ref) => heavy.saveOriginalAsRewritten(ref),
-  embed: (ref) => heavy.embedDocument(ref),
-};
+/** How long a budget-blocked step waits for a `budgetChanged` signal before checking again anyway. */
+const BUDGET_RECHECK = '5 minutes';
+
+/** A step that could not run for a reason retrying will not fix; the message goes to the document. */
+class StepFailure extends Error {}
 
 function failureMessage(err: unknown): string {
+  if (err instanceof StepFailure) return err.message;
   const cause = err instanceof ActivityFailure ? err.cause : err;
   return cause instanceof Error ? cause.message : String(cause);
 }
@@ -75,13 +80,60 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
     upsertSearchAttributes([{ key: searchAttributes.pipelineStatus, value: status }]);
   };
 
+  let budgetChanged = false;
+  let attempt = 0;
+  const ref = { documentId: input.documentId };
+  const operationKey = (step: PipelineStep) => `${workflowInfo().workflowId}/${workflowInfo().runId}/${step}/${++attempt}`;
+
+  const setBudgetBlocked = (blocked: boolean) => {
+    upsertSearchAttributes([{ key: searchAttributes.budgetBlocked, value: blocked }]);
+    setStatus(blocked ? 'budget_blocked' : 'running');
+  };
+
+  /**
+   * Digitization under the character budget: extract once (cached), reserve the characters the new
+   * text adds, and wait for capacity while blocked; the extraction is never repeated.
+   */
+  async function digitize() {
+    await heavy.extractText(ref);
+    for (;;) {
+      budgetChanged = false;
+      const { characters, knowledgeBaseId } = await quick.digitizationBound(ref);
+      const key = operationKey('digitize');
+      const admission = await quick.reserveBudget({
+        knowledgeBaseId,
+        operationKey: key,
+        workflowId: workflowInfo().workflowId,
+        documentId: input.documentId,
+        category: 'digitization',
+        bound: { characters },
+        requestCharacterLimit: input.requestCharacterLimit ?? null,
+      });
+      if (admission.admitted) {
+        if (progress.status === 'budget_blocked') setBudgetBlocked(false);
+        try {
+          await heavy.acceptDigitizedText({ ...ref, operationKey: key });
+        } catch (err) {
+          await quick.releaseBudget({ operationKey: key, note: 'digitization failed' });
+          throw err;
+        }
+        return;
+      }
+      if (admission.reason === 'request_character_limit') throw new StepFailure(`QUOTA_EXCEEDED:knowledge_chars (${admission.detail})`);
+      await quick.markBudgetBlocked({ ...ref, reason: admission.reason, detail: admission.detail });
+      setBudgetBlocked(true);
+      await condition(() => budgetChanged, BUDGET_RECHECK);
+    }
+  }
+
+  const runStep = (step: PipelineStep): Promise<unknown> =>
+    step === 'digitize' ? digitize() : step === 'finalize_original' ? heavy.saveOriginalAsRewritten(ref) : heavy.embedDocument(ref);
+
   setHandler(progressQuery, () => progress);
   setHandler(pauseSignal, () => void (paused = true));
   setHandler(resumeSignal, () => void (paused = false));
   setHandler(retrySignal, () => void (retryRequested = true));
-  // Budget admission arrives with the budget issue; the signal exists so operators and the API
-  // already have one stable name to send.
-  setHandler(budgetChangedSignal, () => undefined);
+  setHandler(budgetChangedSignal, () => void (budgetChanged = true));
 
   for (const step of input.steps) {
     progress.currentStep = step;
@@ -92,7 +144,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
         setStatus('running');
       }
       try {
-        await runStep[step]({ documentId: input.documentId });
+        await runStep(step);
         break;
       } catch (err) {
         if (isDocumentGone(err)) {

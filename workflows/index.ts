@@ -1,2 +1,3 @@
 // The worker bundles this file: every workflow type is exported from here.
 export { documentPipeline } from './document-pipeline.js';
+export { budgetSweeper } from './budget-sweeper.js';

@@ -1,14 +1,18 @@
 import { defineRoute, type RouteDefinition } from '../http/route.js';
 import type { ApiDeps } from '../deps.js';
 import { forbidden } from '../../lib/errors.js';
-import { presentDocument, presentKnowledgeBase, presentPartner } from '../../lib/kb/presenters.js';
+import { presentDocument, presentPartner } from '../../lib/kb/presenters.js';
 import { createPartner, deletePartner, regeneratePartnerKey, updatePartner, type PartnerSettings } from '../../lib/kb/partners.js';
-import { createFolder, createKnowledgeBase, listFolders, listKnowledgeBases, type KnowledgeBaseInput } from '../../lib/kb/knowledge-bases.js';
+import { createFolder, createKnowledgeBase, describeKnowledgeBase, listFolders, listKnowledgeBases, type KnowledgeBaseInput } from '../../lib/kb/knowledge-bases.js';
 import { createDocumentFromUpload, type CreateDocumentInput } from '../../lib/kb/documents.js';
 import { findDocument, findPartner } from '../../lib/kb/lookup.js';
 import { contentTypes } from '../../lib/kb/content-types.js';
 import { ragSearch, type RagSearchRequest } from '../../lib/kb/rag-search.js';
 import * as s from './schemas.js';
+import { budgetStatus } from '../../lib/budget/status.js';
+import { updateLimits, type LimitsPatch } from '../../lib/budget/limits.js';
+import { listUncertainOperations, resolveOperation, type ResolveOperationRequest } from '../../lib/budget/operations.js';
+import { findKnowledgeBase } from '../../lib/kb/lookup.js';
 
 /** The knowledge-base interface (spec: knowledge-base.md). Error bodies: `{detail}`. */
 export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
@@ -74,13 +78,45 @@ export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
     defineRoute<{ partner: string }>({
       method: 'get', path: '/api/knowledgebases/{partner}', access: 'partner', summary: "List the partner's knowledge bases",
       params: s.pathParams('partner'), responses: { 200: { description: 'Array of KB objects (spec 2.2)' }, ...errors },
-      handler: async ({ params }) => ({ body: (await listKnowledgeBases(db, params.partner)).map((kb) => presentKnowledgeBase(kb)) }),
+      handler: async ({ params }) => ({ body: await Promise.all((await listKnowledgeBases(db, params.partner)).map((kb) => describeKnowledgeBase(db, kb))) }),
     }),
     defineRoute<{ partner: string }, unknown, KnowledgeBaseInput>({
       method: 'post', path: '/api/knowledgebases/{partner}', access: 'partner', summary: 'Create a knowledge base',
       params: s.pathParams('partner'), body: { type: 'form', schema: s.createKnowledgeBaseForm },
       responses: { 201: { description: 'The new KB object (spec 2.2) with its limits' }, 409: { description: 'Name taken' }, ...errors },
-      handler: async ({ params, body }) => ({ status: 201, body: presentKnowledgeBase(await createKnowledgeBase(db, params.partner, body)) }),
+      handler: async ({ params, body }) => ({ status: 201, body: await describeKnowledgeBase(db, await createKnowledgeBase(db, params.partner, body)) }),
+    }),
+    defineRoute<{ partner: string; kb: string }>({
+      method: 'get', path: '/api/knowledgebases/{partner}/{kb}/limits', access: 'partner', summary: 'Budget status of a knowledge base',
+      params: s.pathParams('partner', 'kb'), responses: { 200: { description: 'Budget status (spec 2.3)', schema: s.budgetStatusObject }, ...errors },
+      handler: async ({ params }) => ({ body: await budgetStatus(db, (await findKnowledgeBase(db, params.partner, params.kb)).kb.id) }),
+    }),
+    defineRoute<{ partner: string; kb: string }, unknown, LimitsPatch>({
+      method: 'patch', path: '/api/knowledgebases/{partner}/{kb}/limits', access: 'partner', summary: 'Change budget limits',
+      description: 'Omitted properties are kept; null removes a limit; lowering below usage blocks new spending immediately; raising wakes budget-blocked work.',
+      params: s.pathParams('partner', 'kb'), body: { type: 'json', schema: s.limitsPatchBody },
+      responses: { 200: { description: 'Budget status (spec 2.3)', schema: s.budgetStatusObject }, ...errors },
+      handler: async ({ params, body }) => {
+        const { kb } = await findKnowledgeBase(db, params.partner, params.kb);
+        await updateLimits(db, deps.temporal, kb.id, body);
+        return { body: await budgetStatus(db, kb.id) };
+      },
+    }),
+    defineRoute<{ partner: string; kb: string }>({
+      method: 'get', path: '/api/knowledgebases/{partner}/{kb}/uncertain-operations', access: 'admin', summary: 'Operations whose provider outcome is unresolved',
+      params: s.pathParams('partner', 'kb'), responses: { 200: { description: '`{operations: [{operation_key, workflow_id, document_id, category, bound, created_at, note}]}`' }, ...errors },
+      handler: async ({ params }) => ({ body: { operations: await listUncertainOperations(db, (await findKnowledgeBase(db, params.partner, params.kb)).kb.id) } }),
+    }),
+    defineRoute<{ partner: string; kb: string }, unknown, ResolveOperationRequest>({
+      method: 'post', path: '/api/knowledgebases/{partner}/{kb}/uncertain-operations/resolve', access: 'admin', summary: 'Resolve an uncertain operation',
+      description: '`used: false` releases its hold; `used: true` records the given usage as a settled event. Then waiting work is woken.',
+      params: s.pathParams('partner', 'kb'), body: { type: 'json', schema: s.resolveOperationBody },
+      responses: { 200: { description: 'Budget status after resolution', schema: s.budgetStatusObject }, 409: { description: 'Not an uncertain operation of this KB' }, ...errors },
+      handler: async ({ params, body }) => {
+        const { kb } = await findKnowledgeBase(db, params.partner, params.kb);
+        await resolveOperation(db, deps.temporal, kb.id, body);
+        return { body: await budgetStatus(db, kb.id) };
+      },
     }),
     defineRoute<{ partner: string; kb: string }>({
       method: 'get', path: '/api/folders/{partner}/{kb}', access: 'partner', summary: 'List folder names',

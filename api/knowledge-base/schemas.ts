@@ -144,3 +144,52 @@ export const documentObject: JsonSchema = {
     embedding_chunk_count: { type: ['integer', 'null'] },
   },
 };
+
+const limitValue: JsonSchema = { anyOf: [{ type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER }, { type: 'null' }] };
+
+export const limitsPatchBody: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  description: 'Omitted: unchanged. null: no limit. 0: blocks further consumption.',
+  properties: {
+    character_limit: limitValue,
+    token_limit: limitValue,
+    dollar_limit_usd: {
+      anyOf: [
+        { type: 'string', pattern: '^\\d{1,20}(\\.\\d{1,8})?$' },
+        { type: 'number', minimum: 0 },
+        { type: 'null' },
+      ],
+      description: 'Decimal USD, at most 8 decimal places',
+    },
+  },
+};
+
+export const budgetStatusObject: JsonSchema = {
+  type: 'object',
+  description: 'KB budget status (spec 2.3)',
+  properties: {
+    limits: { type: 'object' },
+    characters: { type: 'object' },
+    tokens: { type: 'object' },
+    dollars: { type: 'object' },
+    uncertain_operations: { type: 'integer' },
+    blocking_reasons: { type: 'array', items: { type: 'object', properties: { type: { enum: ['limit_exhausted', 'unknown_historical_usage', 'unresolved_provider_outcome'] }, dimension: { type: 'string' }, detail: { type: 'string' } } } },
+    blocked: { type: 'boolean' },
+  },
+};
+
+export const resolveOperationBody: JsonSchema = {
+  type: 'object',
+  required: ['operation_key', 'used'],
+  additionalProperties: false,
+  properties: {
+    operation_key: { type: 'string', minLength: 1 },
+    used: { type: 'boolean', description: 'false: the operation consumed nothing (its hold is released)' },
+    characters: { type: 'integer', minimum: 0 },
+    input_tokens: { type: 'integer', minimum: 0 },
+    output_tokens: { type: 'integer', minimum: 0 },
+    cost_usd: { type: 'string', pattern: '^\\d{1,20}(\\.\\d{1,8})?$' },
+    model: { type: 'string' },
+  },
+};

@@ -85,7 +85,7 @@ export async function createDocumentFromUpload(deps: DocumentDeps, partner: stri
     throw err;
   }
   try {
-    await startDocumentPipeline(temporal, taskQueue, { documentId: id, knowledgeBaseId: found.kb.id, partner: found.partner.name, steps });
+    await startDocumentPipeline(temporal, taskQueue, { documentId: id, knowledgeBaseId: found.kb.id, partner: found.partner.name, steps, requestCharacterLimit: input.character_limit ?? null });
   } catch (err) {
     await db.document.delete({ where: { id } });
     await storage.removePrefix(documentFiles.prefix(id));

@@ -2,6 +2,14 @@ import type { Db } from '../db.js';
 import { Prisma } from '../db.js';
 import { AppError, conflict } from '../errors.js';
 import { findKnowledgeBase, findPartner } from './lookup.js';
+import { presentKnowledgeBase } from './presenters.js';
+import { knowledgeBaseUsage } from '../budget/status.js';
+import type { KnowledgeBase } from '../../generated/prisma/client.js';
+
+/** The KB object of spec 2.2, with usage aggregates from the ledger. */
+export async function describeKnowledgeBase(db: Db, kb: KnowledgeBase) {
+  return presentKnowledgeBase(kb, await knowledgeBaseUsage(db, kb.id));
+}
 
 export interface KnowledgeBaseInput {
   name: string;

@@ -61,6 +61,8 @@ export async function deletePartner(db: Db, storage: FileStorage, index: VectorI
   const partner = await findPartner(db, name);
   const busy = await db.document.count({ where: { knowledgeBase: { partnerId: partner.id }, NOT: { inQueues: { isEmpty: true } } } });
   if (busy > 0) throw conflict(`partner ${JSON.stringify(name)} has ${busy} document(s) with processing in flight; delete it when they finish`, { active_documents: busy });
+  const unsettled = await db.budgetReservation.count({ where: { knowledgeBase: { partnerId: partner.id }, status: { in: ['pending', 'uncertain'] } } });
+  if (unsettled > 0) throw conflict(`partner ${JSON.stringify(name)} has ${unsettled} unsettled budget reservation(s); delete it once they are settled or resolved`, { unsettled_reservations: unsettled });
   const documents = await db.document.findMany({ where: { knowledgeBase: { partnerId: partner.id } }, select: { id: true } });
   for (const { id } of documents) {
     await index.deleteDocumentChunks(id);

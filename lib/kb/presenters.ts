@@ -23,10 +23,7 @@ export function presentLimits(kb: KnowledgeBase) {
   };
 }
 
-/**
- * Usage aggregates come from settled usage events, which the budget ledger records. Until a KB
- * has any, every count is zero; `usage` is passed in by the caller that reads the ledger.
- */
+/** Usage aggregates, computed from settled usage events by lib/budget/status.ts. */
 export interface UsageTotals {
   event_count: number;
   priced_event_count: number;
@@ -36,39 +33,23 @@ export interface UsageTotals {
   digitization_event_count: number;
 }
 
-export const emptyUsage = (): UsageTotals => ({
-  event_count: 0,
-  priced_event_count: 0,
-  unpriced_event_count: 0,
-  cost_usd_total: 0,
-  rewrite_event_count: 0,
-  digitization_event_count: 0,
-});
 
-export function presentKnowledgeBase(kb: KnowledgeBase, usage: UsageTotals = emptyUsage()) {
+export interface KnowledgeBaseUsage {
+  lifetime: UsageTotals;
+  rewrite_usage: unknown[];
+  digitization_usage: unknown;
+}
+
+export function presentKnowledgeBase(kb: KnowledgeBase, usage: KnowledgeBaseUsage) {
   return {
     name: kb.name,
     embedding_status: kb.deletionRequestedAt ? 'delete_pending' : kb.embeddingStatus,
     expert_name: kb.expertName,
     user_email: kb.userEmail,
     limits: presentLimits(kb),
-    lifetime_usage: usage,
-    rewrite_usage: [
-      {
-        model: null,
-        rewritten_count: usage.rewrite_event_count,
-        rejected_count: 0,
-        complete_usage_count: 0,
-        complete_cost_count: 0,
-        cost_usd_total: 0,
-        input_tokens_total: 0,
-        output_tokens_total: 0,
-        fallback_complete_usage_count: 0,
-        fallback_input_tokens_total: 0,
-        fallback_output_tokens_total: 0,
-      },
-    ],
-    digitization_usage: { scraper_document_count: usage.digitization_event_count, complete_cost_count: 0, cost_usd_total: 0 },
+    lifetime_usage: usage.lifetime,
+    rewrite_usage: usage.rewrite_usage,
+    digitization_usage: usage.digitization_usage,
     created_at: iso(kb.createdAt),
     deletion_requested_at: iso(kb.deletionRequestedAt),
   };

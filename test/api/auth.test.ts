@@ -30,7 +30,7 @@ interface Prepared {
 }
 
 interface Endpoint {
-  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   path: string;
   access: Access;
   /** Status of an allowed request. */
@@ -226,6 +226,28 @@ describe('API authentication and authorization', function () {
       },
     },
     { method: 'GET', path: '/api/document/{partner}/{kb}/{doc_id}', access: 'partner', ok: 200, prepare: shared(() => `/api/document/${owner.name}/${kb}/${documentId}`) },
+    { method: 'GET', path: '/api/knowledgebases/{partner}/{kb}/limits', access: 'partner', ok: 200, prepare: shared(() => `/api/knowledgebases/${owner.name}/${kb}/limits`) },
+    {
+      method: 'PATCH', path: '/api/knowledgebases/{partner}/{kb}/limits', access: 'partner', ok: 200,
+      prepare: async () => {
+        const limit = 100_000 + Math.floor(Math.random() * 1_000_000);
+        return {
+          owner,
+          path: `/api/knowledgebases/${owner.name}/${kb}/limits`,
+          call: { json: { token_limit: limit } },
+          unchanged: async () => {
+            const res = await http('GET', `/api/knowledgebases/${owner.name}/${kb}/limits`, { key: admin });
+            assert.notEqual(res.body.limits.token_limit, limit, 'the limit was not changed');
+          },
+        };
+      },
+    },
+    { method: 'GET', path: '/api/knowledgebases/{partner}/{kb}/uncertain-operations', access: 'admin', ok: 200, prepare: shared(() => `/api/knowledgebases/${owner.name}/${kb}/uncertain-operations`) },
+    {
+      // Allowed callers reach the handler, which answers 409: there is no such uncertain operation.
+      method: 'POST', path: '/api/knowledgebases/{partner}/{kb}/uncertain-operations/resolve', access: 'admin', ok: 409,
+      prepare: async () => ({ owner, path: `/api/knowledgebases/${owner.name}/${kb}/uncertain-operations/resolve`, call: { json: { operation_key: 'no-such-operation', used: false } } }),
+    },
     {
       method: 'POST', path: '/api/rag-test/search', access: 'authenticated', bodyScoped: true, ok: 200,
       prepare: async () => ({ owner, path: '/api/rag-test/search', call: { json: { partner: owner.name, kb, user_message: 'tide tables' } } }),

@@ -1,0 +1,24 @@
+import { continueAsNew, proxyActivities, sleep } from '@temporalio/workflow';
+import type { Activities } from '../activities/index.js';
+
+/**
+ * One long-lived workflow (ID `budget-sweeper`) that periodically releases reservations whose
+ * workflow has closed (lib/budget/sweeper.ts). Continues as new to keep its history short.
+ */
+export interface BudgetSweeperInput {
+  intervalSeconds: number;
+  graceSeconds: number;
+}
+
+const { sweepStaleReservations } = proxyActivities<Activities>({
+  startToCloseTimeout: '5 minutes',
+  retry: { initialInterval: '5s', maximumInterval: '1 minute' },
+});
+
+export async function budgetSweeper(input: BudgetSweeperInput): Promise<void> {
+  for (let round = 0; round < 100; round++) {
+    await sweepStaleReservations({ olderThanSeconds: input.graceSeconds });
+    await sleep(input.intervalSeconds * 1000);
+  }
+  await continueAsNew<typeof budgetSweeper>(input);
+}
