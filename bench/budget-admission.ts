@@ -23,6 +23,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import { createDb, type Db } from '../lib/db.js';
 import { reserve, settle, type ReserveResult } from '../lib/budget/ledger.js';
 import { dropDatabase, ensureDatabase, migrate } from '../scripts/stack.js';
@@ -231,6 +232,85 @@ async function lastCapacityTrial(db: Db, f: Fixture, trial: number): Promise<Cap
   };
 }
 
+// ------------------------------------------------------------------- environment and baseline
+
+interface Background {
+  /** Share of all cores busy over one second while the benchmark itself is idle (Linux only). */
+  cpuBusy: number;
+  /** Non-idle PostgreSQL sessions on other databases (e.g. a test run). */
+  otherSessions: number;
+}
+
+function cpuTimes(): { idle: number; total: number } | null {
+  try {
+    const fields = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    const total = fields.slice(0, 8).reduce((a, b) => a + b, 0);
+    return { idle: (fields[3] ?? 0) + (fields[4] ?? 0), total };
+  } catch {
+    return null;
+  }
+}
+
+async function background(ownDb: string): Promise<Background> {
+  const before = cpuTimes();
+  await new Promise((r) => setTimeout(r, 1000));
+  const after = cpuTimes();
+  const cpuBusy = before && after && after.total > before.total ? 1 - (after.idle - before.idle) / (after.total - before.total) : NaN;
+  const client = new pg.Client({ connectionString: `${baseUrl}/postgres` });
+  await client.connect();
+  try {
+    const res = await client.query<{ n: string }>(
+      `SELECT count(*) AS n FROM pg_stat_activity
+       WHERE backend_type = 'client backend' AND datname IS DISTINCT FROM $1 AND pid <> pg_backend_pid() AND state IS DISTINCT FROM 'idle'`,
+      [ownDb],
+    );
+    return { cpuBusy, otherSessions: Number(res.rows[0]?.n ?? 0) };
+  } finally {
+    await client.end();
+  }
+}
+
+interface Calibration {
+  /** Wall time of `SELECT 1` over a plain node-postgres connection: a bare loopback round trip. */
+  rawMs: number;
+  /** Wall and Node CPU time of `SELECT 1` through Prisma ($queryRaw): one statement's client-side overhead. */
+  prismaMs: number;
+  prismaCpuMs: number;
+}
+
+async function calibrate(db: Db): Promise<Calibration> {
+  const n = 300;
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    for (let i = 0; i < 30; i++) await client.query('SELECT 1');
+    let t0 = performance.now();
+    for (let i = 0; i < n; i++) await client.query('SELECT 1');
+    const rawMs = (performance.now() - t0) / n;
+    for (let i = 0; i < 30; i++) await db.$queryRaw`SELECT 1`;
+    const cpu0 = process.cpuUsage();
+    t0 = performance.now();
+    for (let i = 0; i < n; i++) await db.$queryRaw`SELECT 1`;
+    const prismaMs = (performance.now() - t0) / n;
+    const cpu = process.cpuUsage(cpu0);
+    return { rawMs, prismaMs, prismaCpuMs: (cpu.user + cpu.system) / 1000 / n };
+  } finally {
+    await client.end();
+  }
+}
+
+interface Environment {
+  cores: number;
+  loadStart: number[];
+  loadEnd: number[];
+  bgStart: Background;
+  bgEnd: Background;
+  calibration: Calibration;
+}
+
+const pct = (x: number) => (Number.isFinite(x) ? `${Math.round(x * 100)} %` : 'n/a');
+const describeBackground = (b: Background) => `${pct(b.cpuBusy)} CPU busy, ${b.otherSessions} active session(s) on other databases`;
+
 // ---------------------------------------------------------------------------------- reporting
 
 const fmt = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
@@ -261,7 +341,8 @@ function capacityTable(trials: CapacityTrial[]): string {
   return lines.join('\n');
 }
 
-function interpretation(results: RunResult[], trials: CapacityTrial[], loadStart: number[], loadEnd: number[], cores: number): string[] {
+function interpretation(results: RunResult[], trials: CapacityTrial[], env: Environment): string[] {
+  const { cores, calibration: cal } = env;
   const rate = (r: RunResult | undefined) => (r ? r.pairs / r.seconds : NaN);
   const a1 = results.find((r) => r.scenario === 'A one contended KB' && r.clients === 1);
   const a32 = results.find((r) => r.scenario === 'A one contended KB' && r.clients === 32);
@@ -272,16 +353,16 @@ function interpretation(results: RunResult[], trials: CapacityTrial[], loadStart
   const cpu = (r: RunResult | undefined) => (r ? fmt(r.nodeCpu, 2) : 'n/a');
   const clientBound = b32 !== undefined && b32.nodeCpu >= 0.75;
   const lines = [
-    `- One client completes a reserve + settle pair in ~${fmt(pairMs)} ms at p50 (~${fmt(rate(a1), 0)} pairs/s). Per the code, reserve is 7 statements in one transaction (BEGIN, \`SELECT ... FOR UPDATE\`, KB read, reservation lookup, hold sum, insert, COMMIT) and settle 9, each a loopback round trip through Prisma; the KB row lock is held from the \`FOR UPDATE\` to COMMIT, i.e. for ~5 and ~7 of them.`,
-    `- On one KB those lock-holding sequences run strictly one after another, so adding clients buys little: throughput peaks at C = ${peak?.clients ?? 'n/a'} (${fmt(rate(peak), 0)}/s, ${fmt(rate(peak) / rate(a1), 1)}x one client, overlapping only the parts outside the lock) and is ${fmt(rate(a32), 0)}/s at C = 32, where reserve p99 reaches ${fmt(a32 ? percentile(a32.reserveMs, 99) : NaN)} ms: with ${poolSize} pooled connections, one holds the lock, the others sit in transactions waiting for it, and the remaining clients wait for a connection. Contended throughput is bounded by the lock holder's round trips, so it can only improve by making that critical section shorter (fewer statements), not with more clients or a larger pool.`,
-    `- With 32 clients on 32 KBs there is no lock to wait for and throughput is ${fmt(rate(b32), 0)}/s, ${fmt(rate(b32) / rate(a32), 1)}x the contended case at the same concurrency. ${clientBound ? `It is CPU-bound rather than lock-bound: the benchmark's Node process alone used ${cpu(b32)} of the ${cores} cores (Prisma's query building and result mapping run on its one thread) and PostgreSQL needs the rest, so it would scale with cores (and then with the pool size of ${poolSize}), not with more clients.` : `Its ceiling is the pool of ${poolSize} connections and the ${cores} cores shared by Node (${cpu(b32)} cores used by the benchmark process) and PostgreSQL; latency beyond the pool size is time spent waiting for a connection.`}`,
+    `- One client completes a reserve + settle pair in ~${fmt(pairMs)} ms at p50 (~${fmt(rate(a1), 0)} pairs/s). Reserve is 7 statements in one transaction (BEGIN, \`SELECT ... FOR UPDATE\`, KB read, reservation lookup, hold sum, insert, COMMIT) and settle 9; a bare loopback round trip costs ${fmt(cal.rawMs, 2)} ms here but a statement through Prisma ${fmt(cal.prismaMs, 2)} ms (${fmt(cal.prismaCpuMs, 2)} ms of it Node CPU), so a pair's time is mostly client-side Prisma work per statement, not the network or PostgreSQL.`,
+    `- On one KB every reserve and settle holds the KB row lock from the \`FOR UPDATE\` to COMMIT (~5 and ~7 statements), so those sections run strictly one after another: ${contended.map((r) => `${fmt(rate(r), 0)}/s at C = ${r.clients}`).join(', ')}, at most ${fmt(rate(peak) / rate(a1), 1)}x one client (gained only by overlapping the statements outside the lock), while reserve p99 grows to ${fmt(a32 ? percentile(a32.reserveMs, 99) : NaN)} ms at C = 32 (with ${poolSize} pooled connections one holds the lock, the others wait for it inside transactions, the remaining clients wait for a connection). Contended throughput is bounded by the length of that lock-holding sequence of round trips: more clients or a larger pool do not raise it, fewer or cheaper statements under the lock would.`,
+    `- With 32 clients on 32 KBs there is no lock to wait for and throughput is ${fmt(rate(b32), 0)}/s, ${fmt(rate(b32) / rate(a32), 1)}x the contended case at the same concurrency. ${clientBound ? `It is CPU-bound rather than lock-bound: the benchmark's Node process alone used ${cpu(b32)} of the ${cores} cores (Prisma runs on its one thread) and PostgreSQL needs the rest, so uncontended admission scales with cores (up to the pool size of ${poolSize} concurrent transactions), not with more clients.` : `Its ceiling is the pool of ${poolSize} connections and the ${cores} cores shared by Node (${cpu(b32)} cores used by the benchmark process) and PostgreSQL; latency beyond the pool size is time spent waiting for a connection.`}`,
     `- Last capacity: in ${trials.length} trials with 64 concurrent clients, ${trials.map((t) => t.admitted).join(', ')} reservations of 10 characters were admitted against a limit of 1000, a further round of 64 concurrent reserves admitted ${trials.reduce((n, t) => n + t.confirmRoundAdmitted, 0)}, and the concurrent monitor never saw consumed + reserved above the limit (max ${trials.reduce((m, t) => (t.monitorMax > m ? t.monitorMax : m), 0n)}): the row lock gives exact admission under load.`,
   ];
-  const busy = Math.max(...loadStart, ...loadEnd) > cores * 0.5;
+  const noisy = [env.bgStart, env.bgEnd].some((b) => b.cpuBusy > 0.15 || b.otherSessions > 0);
   lines.push(
-    busy
-      ? `- The machine was not idle (load average ${loadStart.map((l) => l.toFixed(2)).join('/')} at start, ${loadEnd.map((l) => l.toFixed(2)).join('/')} at end on ${cores} cores; other processes, e.g. test runs, share the CPU and the PostgreSQL server), so treat the absolute numbers as noisy; the ratios between scenarios are the useful part.`
-      : `- Load average ${loadStart.map((l) => l.toFixed(2)).join('/')} at start, ${loadEnd.map((l) => l.toFixed(2)).join('/')} at end on ${cores} cores: the machine was mostly idle, but PostgreSQL and the benchmark share the same cores.`,
+    noisy
+      ? `- Noise: the machine was not idle outside the benchmark (${describeBackground(env.bgStart)} just before, ${describeBackground(env.bgEnd)} just after; other processes such as a test run share the ${cores} cores and the PostgreSQL server), so the absolute numbers are noisy and repeated runs can differ by tens of percent; compare the scenarios with each other rather than with other machines.`
+      : `- Noise: the machine was idle outside the benchmark (${describeBackground(env.bgStart)} just before, ${describeBackground(env.bgEnd)} just after), but Node and PostgreSQL share the same ${cores} cores, so these are single-host numbers; expect run-to-run variation of 10-20 %.`,
   );
   return lines;
 }
@@ -317,11 +398,16 @@ async function main(): Promise<number> {
 
   try {
     console.log(`database ${databaseUrl}, pool size ${poolSize}, ${warmupMs / 1000} s warm-up + ${measureMs / 1000} s per setting`);
+    const ownDb = new URL(databaseUrl).pathname.slice(1);
     created = true;
     await ensureDatabase(databaseUrl);
+    const bgStart = await background(ownDb);
+    console.log(`background before: ${describeBackground(bgStart)}`);
     await migrate(databaseUrl);
     db = createDb(databaseUrl, poolSize);
     const pgVersion = (await db.$queryRaw<Array<{ version: string }>>`SELECT version()`)[0]!.version;
+    const calibration = await calibrate(db);
+    console.log(`SELECT 1: ${fmt(calibration.rawMs, 2)} ms over node-postgres, ${fmt(calibration.prismaMs, 2)} ms through Prisma (${fmt(calibration.prismaCpuMs, 2)} ms Node CPU)`);
     const fixture = await createPartner(db);
 
     const results: RunResult[] = [];
@@ -358,6 +444,9 @@ async function main(): Promise<number> {
     console.log(`C  invariant held: exactly ${expected} admitted in each of ${trials.length} trials, never more`);
 
     const loadEnd = os.loadavg();
+    const bgEnd = await background(ownDb);
+    console.log(`background after: ${describeBackground(bgEnd)}`);
+    const env: Environment = { cores, loadStart, loadEnd, bgStart, bgEnd, calibration };
     const table = throughputTable(results);
     const capTable = capacityTable(trials);
     console.log(`\n${table}\n\n${capTable}\n`);
@@ -374,7 +463,8 @@ async function main(): Promise<number> {
       `- PostgreSQL: ${pgVersion} (loopback, throw-away database, dropped afterwards)`,
       `- Prisma connection pool: ${poolSize} connections (\`createDb(url, ${poolSize})\`, the application default)`,
       `- Method: each client loops \`reserve\` (digitization, 10 characters) -> \`settle\` (10 characters); ${warmupMs / 1000} s warm-up, then ${measureMs / 1000} s measured per setting. Admissions/s = completed reserve+settle pairs per second; latencies are per call, including waiting for a pool connection and for the KB row lock.`,
-      `- Load average (1/5/15 min): ${loadStart.map((l) => l.toFixed(2)).join(' / ')} at start, ${loadEnd.map((l) => l.toFixed(2)).join(' / ')} at end; total run ${((Date.now() - started) / 1000).toFixed(0)} s.`,
+      `- Per-statement baseline: \`SELECT 1\` takes ${fmt(calibration.rawMs, 2)} ms over a plain node-postgres connection and ${fmt(calibration.prismaMs, 2)} ms through Prisma (${fmt(calibration.prismaCpuMs, 2)} ms of Node CPU).`,
+      `- Background load outside the benchmark: ${describeBackground(bgStart)} just before, ${describeBackground(bgEnd)} just after (1 s samples of /proc/stat and pg_stat_activity). Load average (1/5/15 min, includes the benchmark itself): ${loadStart.map((l) => l.toFixed(2)).join(' / ')} at start, ${loadEnd.map((l) => l.toFixed(2)).join(' / ')} at end. Total run ${((Date.now() - started) / 1000).toFixed(0)} s.`,
       '',
       '## Throughput and latency',
       '',
@@ -390,7 +480,7 @@ async function main(): Promise<number> {
       '',
       '## Interpretation',
       '',
-      ...interpretation(results, trials, loadStart, loadEnd, cores),
+      ...interpretation(results, trials, env),
       '',
     ].join('\n');
     fs.writeFileSync(path.join(benchDir, 'RESULTS.md'), md);

@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { Db } from '../db.js';
 import { conflict } from '../errors.js';
-import { resolveUncertain } from './ledger.js';
+import { releaseDocumentCharacters, resolveUncertain } from './ledger.js';
 import { wakeBudgetBlockedWork } from './wake.js';
 
 export interface ResolveOperationRequest {
@@ -42,4 +42,15 @@ export async function resolveOperation(db: Db, temporal: Client, knowledgeBaseId
   );
   if (outcome !== 'resolved') throw conflict(`operation ${JSON.stringify(req.operation_key)} was resolved meanwhile`);
   await wakeBudgetBlockedWork(db, temporal, knowledgeBaseId);
+}
+
+/**
+ * Frees a document's accepted characters (its content is being deleted) and wakes work that waits
+ * for character capacity. Tokens and dollars are lifetime and stay consumed.
+ */
+export async function freeDocumentCharacters(db: Db, temporal: Client, documentId: string): Promise<void> {
+  const doc = await db.document.findUnique({ where: { id: documentId }, select: { knowledgeBaseId: true } });
+  if (!doc) return;
+  await releaseDocumentCharacters(db, documentId);
+  await wakeBudgetBlockedWork(db, temporal, doc.knowledgeBaseId);
 }

@@ -5,6 +5,7 @@ import { newKnowledgeBase, newPartner, unique } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
 import { workflowIds } from '../../lib/temporal.js';
 import { reserve, settle } from '../../lib/budget/ledger.js';
+import { freeDocumentCharacters } from '../../lib/budget/operations.js';
 
 const text = (n: number) => 'x'.repeat(n - 1) + '\n';
 
@@ -112,6 +113,27 @@ describe('knowledge-base budgets over HTTP and through workflows', function () {
     const lowered = await http('PATCH', `/api/knowledgebases/${partner.name}/${kb}/limits`, { key: partner.key, json: { character_limit: 50 } });
     assert.equal(lowered.status, 200);
     assert.deepEqual([lowered.body.characters.consumed, lowered.body.characters.remaining, lowered.body.blocked], [90, 0, true]);
+  });
+
+  it('freeing characters (content deleted) resumes blocked work, and never refunds tokens or dollars', async () => {
+    const { partner, kb, folder } = await newKnowledgeBase(http);
+    const db = system.api.deps.db;
+    await http('PATCH', `/api/knowledgebases/${partner.name}/${kb}/limits`, { key: partner.key, json: { character_limit: 60 } });
+    const kept = await upload(partner, kb, folder, text(50));
+    await eventually('the first document', async () => (await read(partner, kb, kept.body.id)).embedding_status === 'success');
+    const kbRow = await db.knowledgeBase.findFirstOrThrow({ where: { name: kb, partner: { name: partner.name } } });
+    const paid = `paid-${crypto.randomUUID()}`;
+    await reserve(db, { knowledgeBaseId: kbRow.id, operationKey: paid, workflowId: 'wf', documentId: kept.body.id, category: 'rewrite', bound: { tokens: 40, dollars: '0.5' } });
+    await settle(db, paid, { inputTokens: 30, outputTokens: 10, costUsd: '0.25' });
+
+    const waiting = await upload(partner, kb, folder, text(40));
+    await eventually('the block', async () => (await read(partner, kb, waiting.body.id)).processing_error?.startsWith('BUDGET_BLOCKED:'));
+    await freeDocumentCharacters(db, system.api.deps.temporal, kept.body.id);
+    await eventually('the blocked document to resume', async () => (await read(partner, kb, waiting.body.id)).embedding_status === 'success');
+    const status = await limits(partner, kb);
+    assert.equal(status.characters.consumed, 40);
+    assert.equal(status.tokens.consumed, 40, 'tokens are lifetime');
+    assert.equal(status.dollars.consumed, 0.25, 'dollars are lifetime');
   });
 
   it('a request-level character_limit smaller than the KB limit rejects with QUOTA_EXCEEDED:knowledge_chars', async () => {
