@@ -71,6 +71,8 @@ interface RunResult {
   settleMs: number[];
   /** CPU time of this Node process over the measured window, as a share of one core. */
   nodeCpu: number;
+  /** Completed pairs in each whole second of the measured window. */
+  perSecond: number[];
 }
 
 /**
@@ -86,6 +88,7 @@ async function runLoop(db: Db, scenario: string, kbFor: (client: number) => stri
   const reserveMs: number[] = [];
   const settleMs: number[] = [];
   let pairs = 0;
+  const perSecond = new Array<number>(Math.max(1, Math.floor(measureMs / 1000))).fill(0);
   let cpuAtStart: NodeJS.CpuUsage | null = null;
   let cpuShare = NaN;
   const windowOpens = setTimeout(() => (cpuAtStart = process.cpuUsage()), warmupMs);
@@ -109,6 +112,8 @@ async function runLoop(db: Db, scenario: string, kbFor: (client: number) => stri
       if (outcome !== 'settled') throw new Error(`${scenario}: settle returned ${outcome}`);
       if (t0 >= windowStart && t2 <= windowEnd) {
         pairs++;
+        const second = Math.floor((t2 - windowStart) / 1000);
+        if (second < perSecond.length) perSecond[second]!++;
         reserveMs.push(t1 - t0);
         settleMs.push(t2 - t1);
       }
@@ -120,7 +125,7 @@ async function runLoop(db: Db, scenario: string, kbFor: (client: number) => stri
     clearTimeout(windowOpens);
     clearTimeout(windowCloses);
   }
-  return { scenario, clients, kbs: new Set(Array.from({ length: clients }, (_, c) => kbFor(c))).size, pairs, seconds: measureMs / 1000, reserveMs, settleMs, nodeCpu: cpuShare };
+  return { scenario, clients, kbs: new Set(Array.from({ length: clients }, (_, c) => kbFor(c))).size, pairs, seconds: measureMs / 1000, reserveMs, settleMs, nodeCpu: cpuShare, perSecond };
 }
 
 function percentile(values: number[], p: number): number {
@@ -317,12 +322,12 @@ const fmt = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) :
 
 function throughputTable(results: RunResult[]): string {
   const lines = [
-    '| Scenario | Clients | KBs | Pairs measured | Admissions/s | reserve p50 (ms) | reserve p99 (ms) | settle p50 (ms) | settle p99 (ms) | Node CPU (cores) |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| Scenario | Clients | KBs | Pairs measured | Admissions/s | per second (min-max) | reserve p50 (ms) | reserve p99 (ms) | settle p50 (ms) | settle p99 (ms) | Node process CPU (cores) |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const r of results) {
     lines.push(
-      `| ${r.scenario} | ${r.clients} | ${r.kbs} | ${r.pairs} | ${fmt(r.pairs / r.seconds)} | ${fmt(percentile(r.reserveMs, 50))} | ${fmt(percentile(r.reserveMs, 99))} | ${fmt(percentile(r.settleMs, 50))} | ${fmt(percentile(r.settleMs, 99))} | ${fmt(r.nodeCpu, 2)} |`,
+      `| ${r.scenario} | ${r.clients} | ${r.kbs} | ${r.pairs} | ${fmt(r.pairs / r.seconds)} | ${Math.min(...r.perSecond)}-${Math.max(...r.perSecond)} | ${fmt(percentile(r.reserveMs, 50))} | ${fmt(percentile(r.reserveMs, 99))} | ${fmt(percentile(r.settleMs, 50))} | ${fmt(percentile(r.settleMs, 99))} | ${fmt(r.nodeCpu, 2)} |`,
     );
   }
   return lines.join('\n');
@@ -353,16 +358,18 @@ function interpretation(results: RunResult[], trials: CapacityTrial[], env: Envi
   const cpu = (r: RunResult | undefined) => (r ? fmt(r.nodeCpu, 2) : 'n/a');
   const clientBound = b32 !== undefined && b32.nodeCpu >= 0.75;
   const lines = [
-    `- One client completes a reserve + settle pair in ~${fmt(pairMs)} ms at p50 (~${fmt(rate(a1), 0)} pairs/s). Reserve is 7 statements in one transaction (BEGIN, \`SELECT ... FOR UPDATE\`, KB read, reservation lookup, hold sum, insert, COMMIT) and settle 9; a bare loopback round trip costs ${fmt(cal.rawMs, 2)} ms here but a statement through Prisma ${fmt(cal.prismaMs, 2)} ms (${fmt(cal.prismaCpuMs, 2)} ms of it Node CPU), so a pair's time is mostly client-side Prisma work per statement, not the network or PostgreSQL.`,
-    `- On one KB every reserve and settle holds the KB row lock from the \`FOR UPDATE\` to COMMIT (~5 and ~7 statements), so those sections run strictly one after another: ${contended.map((r) => `${fmt(rate(r), 0)}/s at C = ${r.clients}`).join(', ')}, at most ${fmt(rate(peak) / rate(a1), 1)}x one client (gained only by overlapping the statements outside the lock), while reserve p99 grows to ${fmt(a32 ? percentile(a32.reserveMs, 99) : NaN)} ms at C = 32 (with ${poolSize} pooled connections one holds the lock, the others wait for it inside transactions, the remaining clients wait for a connection). Contended throughput is bounded by the length of that lock-holding sequence of round trips: more clients or a larger pool do not raise it, fewer or cheaper statements under the lock would.`,
-    `- With 32 clients on 32 KBs there is no lock to wait for and throughput is ${fmt(rate(b32), 0)}/s, ${fmt(rate(b32) / rate(a32), 1)}x the contended case at the same concurrency. ${clientBound ? `It is CPU-bound rather than lock-bound: the benchmark's Node process alone used ${cpu(b32)} of the ${cores} cores (Prisma runs on its one thread) and PostgreSQL needs the rest, so uncontended admission scales with cores (up to the pool size of ${poolSize} concurrent transactions), not with more clients.` : `Its ceiling is the pool of ${poolSize} connections and the ${cores} cores shared by Node (${cpu(b32)} cores used by the benchmark process) and PostgreSQL; latency beyond the pool size is time spent waiting for a connection.`}`,
+    `- One client completes a reserve + settle pair in ~${fmt(pairMs)} ms at p50 (~${fmt(rate(a1), 0)} pairs/s). Reserve is 7 statements in one transaction (BEGIN, \`SELECT ... FOR UPDATE\`, KB read, reservation lookup, hold sum, insert, COMMIT) and settle 9; a bare loopback round trip costs ${fmt(cal.rawMs, 2)} ms here but a statement through Prisma ${fmt(cal.prismaMs, 2)} ms and ${fmt(cal.prismaCpuMs, 2)} ms of Node process CPU (all threads), so a pair's time is mostly client-side Prisma work per statement, not the network or PostgreSQL.`,
+    `- On one KB every reserve and settle holds the KB row lock from the \`FOR UPDATE\` to COMMIT (5 and 6 further statements), so those sections run strictly one after another: ${contended.map((r) => `${fmt(rate(r), 0)}/s at C = ${r.clients}`).join(', ')}: the best setting reaches only ${fmt(rate(peak) / rate(a1), 1)}x one client (whatever is gained comes from overlapping the statements outside the lock), while reserve p99 grows to ${fmt(a32 ? percentile(a32.reserveMs, 99) : NaN)} ms at C = 32 (with ${poolSize} pooled connections one holds the lock, the others wait for it inside transactions, the remaining clients wait for a connection). Contended throughput is bounded by the length of that lock-holding sequence of round trips: more clients or a larger pool do not raise it, fewer or cheaper statements under the lock would.`,
+    `- With 32 clients on 32 KBs there is no lock to wait for and throughput is ${fmt(rate(b32), 0)}/s, ${fmt(rate(b32) / rate(a32), 1)}x the contended case at the same concurrency. ${clientBound ? `It is CPU-bound rather than lock-bound: the benchmark's Node process alone used ${cpu(b32)} of the ${cores} cores (Prisma's query building and result mapping run in this process) and PostgreSQL needs the rest, so uncontended admission scales with cores (up to the pool size of ${poolSize} concurrent transactions), not with more clients.` : `Its ceiling is the pool of ${poolSize} connections and the ${cores} cores shared by Node (${cpu(b32)} cores used by the benchmark process) and PostgreSQL; latency beyond the pool size is time spent waiting for a connection.`}`,
     `- Last capacity: in ${trials.length} trials with 64 concurrent clients, ${trials.map((t) => t.admitted).join(', ')} reservations of 10 characters were admitted against a limit of 1000, a further round of 64 concurrent reserves admitted ${trials.reduce((n, t) => n + t.confirmRoundAdmitted, 0)}, and the concurrent monitor never saw consumed + reserved above the limit (max ${trials.reduce((m, t) => (t.monitorMax > m ? t.monitorMax : m), 0n)}): the row lock gives exact admission under load.`,
   ];
-  const noisy = [env.bgStart, env.bgEnd].some((b) => b.cpuBusy > 0.15 || b.otherSessions > 0);
+  const busy = [env.bgStart, env.bgEnd].some((b) => b.cpuBusy > 0.15 || b.otherSessions > 0);
+  const spread = Math.max(...results.map((r) => (Math.max(...r.perSecond) - Math.min(...r.perSecond)) / Math.max(1, Math.max(...r.perSecond))));
+  const background = busy
+    ? `the machine was not idle outside the benchmark (${describeBackground(env.bgStart)} just before, ${describeBackground(env.bgEnd)} just after; other processes such as a test run share the ${cores} cores and the PostgreSQL server)`
+    : `the machine was idle outside the benchmark (${describeBackground(env.bgStart)} just before, ${describeBackground(env.bgEnd)} just after)`;
   lines.push(
-    noisy
-      ? `- Noise: the machine was not idle outside the benchmark (${describeBackground(env.bgStart)} just before, ${describeBackground(env.bgEnd)} just after; other processes such as a test run share the ${cores} cores and the PostgreSQL server), so the absolute numbers are noisy and repeated runs can differ by tens of percent; compare the scenarios with each other rather than with other machines.`
-      : `- Noise: the machine was idle outside the benchmark (${describeBackground(env.bgStart)} just before, ${describeBackground(env.bgEnd)} just after), but Node and PostgreSQL share the same ${cores} cores, so these are single-host numbers; expect run-to-run variation of 10-20 %.`,
+    `- Noise: ${background}; within a setting the per-second rate varied by up to ${pct(spread)} of its maximum. Node and PostgreSQL share the same ${cores} cores of a virtual machine, so absolute numbers move noticeably between runs (five successive runs while this benchmark was written, one of them beside a test run, gave 53-74/s for C = 1 and 57-95/s for C = 8 on one KB, 103-177/s for 32 KBs); compare the scenarios within one run rather than single numbers across runs.`,
   );
   return lines;
 }
@@ -463,7 +470,7 @@ async function main(): Promise<number> {
       `- PostgreSQL: ${pgVersion} (loopback, throw-away database, dropped afterwards)`,
       `- Prisma connection pool: ${poolSize} connections (\`createDb(url, ${poolSize})\`, the application default)`,
       `- Method: each client loops \`reserve\` (digitization, 10 characters) -> \`settle\` (10 characters); ${warmupMs / 1000} s warm-up, then ${measureMs / 1000} s measured per setting. Admissions/s = completed reserve+settle pairs per second; latencies are per call, including waiting for a pool connection and for the KB row lock.`,
-      `- Per-statement baseline: \`SELECT 1\` takes ${fmt(calibration.rawMs, 2)} ms over a plain node-postgres connection and ${fmt(calibration.prismaMs, 2)} ms through Prisma (${fmt(calibration.prismaCpuMs, 2)} ms of Node CPU).`,
+      `- Per-statement baseline: \`SELECT 1\` takes ${fmt(calibration.rawMs, 2)} ms over a plain node-postgres connection and ${fmt(calibration.prismaMs, 2)} ms through Prisma, using ${fmt(calibration.prismaCpuMs, 2)} ms of Node process CPU (all threads, so it can exceed wall time).`,
       `- Background load outside the benchmark: ${describeBackground(bgStart)} just before, ${describeBackground(bgEnd)} just after (1 s samples of /proc/stat and pg_stat_activity). Load average (1/5/15 min, includes the benchmark itself): ${loadStart.map((l) => l.toFixed(2)).join(' / ')} at start, ${loadEnd.map((l) => l.toFixed(2)).join(' / ')} at end. Total run ${((Date.now() - started) / 1000).toFixed(0)} s.`,
       '',
       '## Throughput and latency',
