@@ -1,4 +1,5 @@
 import { Context, ApplicationFailure } from '@temporalio/activity';
+import { CancelledFailure } from '@temporalio/common';
 import { franc } from 'franc-min';
 import type { Db } from '../lib/db.js';
 import type { FileStorage } from '../lib/storage.js';
@@ -154,6 +155,7 @@ export function createDocumentActivities({ db, storage, index, embedder }: Docum
           })),
         );
         ctx.heartbeat(start + batch.length);
+        if (ctx.cancellationSignal.aborted) throw new CancelledFailure('embedding cancelled: the document is being deleted');
       }
       // A shorter new version leaves no stale chunks of the old one behind.
       await index.deleteDocumentChunks(documentId, chunks.length);

@@ -1,11 +1,13 @@
 import { createDocumentActivities, type DocumentActivityDeps } from './documents.js';
 import { createBudgetActivities, type BudgetActivityDeps } from './budget.js';
+import { createDeletionActivities, type DeletionActivityDeps } from './deletion.js';
 
 /** Every activity the worker registers, built over the process's shared clients. */
-export function createActivities(deps: DocumentActivityDeps & BudgetActivityDeps) {
+export function createActivities(deps: DocumentActivityDeps & BudgetActivityDeps & DeletionActivityDeps) {
   return {
     ...createDocumentActivities(deps),
     ...createBudgetActivities(deps),
+    ...createDeletionActivities(deps),
   };
 }
 

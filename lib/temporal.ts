@@ -7,6 +7,9 @@ import { Client, Connection, WorkflowExecutionAlreadyStartedError } from '@tempo
 export const workflowIds = {
   document: (documentId: string) => `document-${documentId}`,
   budgetSweeper: () => 'budget-sweeper',
+  deleteDocument: (documentId: string) => `delete-document-${documentId}`,
+  deleteFolder: (folderId: string) => `delete-folder-${folderId}`,
+  deleteKnowledgeBase: (knowledgeBaseId: string) => `delete-knowledge-base-${knowledgeBaseId}`,
 };
 
 export async function connectTemporalClient(address: string, namespace: string): Promise<Client> {

@@ -2,6 +2,7 @@ import {
   ActivityFailure,
   ApplicationFailure,
   condition,
+  isCancellation,
   workflowInfo,
   defineQuery,
   defineSignal,
@@ -147,6 +148,9 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
         await runStep(step);
         break;
       } catch (err) {
+        // A cancelled pipeline (the document is being deleted) stops here, after its running
+        // activity has stopped: nothing is written after the deletion cleans up.
+        if (isCancellation(err)) throw err;
         if (isDocumentGone(err)) {
           setStatus('cancelled');
           return progress;

@@ -1,3 +1,4 @@
 // The worker bundles this file: every workflow type is exported from here.
 export { documentPipeline } from './document-pipeline.js';
 export { budgetSweeper } from './budget-sweeper.js';
+export { deletion } from './deletion.js';

@@ -1,18 +1,18 @@
 import { defineRoute, type RouteDefinition } from '../http/route.js';
 import type { ApiDeps } from '../deps.js';
 import { forbidden } from '../../lib/errors.js';
-import { presentDocument, presentPartner } from '../../lib/kb/presenters.js';
+import { presentPartner } from '../../lib/kb/presenters.js';
 import { createPartner, deletePartner, regeneratePartnerKey, updatePartner, type PartnerSettings } from '../../lib/kb/partners.js';
 import { createFolder, createKnowledgeBase, describeKnowledgeBase, listFolders, listKnowledgeBases, type KnowledgeBaseInput } from '../../lib/kb/knowledge-bases.js';
-import { createDocumentFromUpload, type CreateDocumentInput } from '../../lib/kb/documents.js';
-import { findDocument, findPartner } from '../../lib/kb/lookup.js';
+import { findKnowledgeBase, findPartner } from '../../lib/kb/lookup.js';
 import { contentTypes } from '../../lib/kb/content-types.js';
 import { ragSearch, type RagSearchRequest } from '../../lib/kb/rag-search.js';
 import * as s from './schemas.js';
+import { documentRoutes } from './document-routes.js';
+import { documentContentRoutes } from './content-routes.js'; // TEMP-CONTENT
 import { budgetStatus } from '../../lib/budget/status.js';
 import { updateLimits, type LimitsPatch } from '../../lib/budget/limits.js';
 import { listUncertainOperations, resolveOperation, type ResolveOperationRequest } from '../../lib/budget/operations.js';
-import { findKnowledgeBase } from '../../lib/kb/lookup.js';
 
 /** The knowledge-base interface (spec: knowledge-base.md). Error bodies: `{detail}`. */
 export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
@@ -133,24 +133,6 @@ export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
         return { status: 201, body: { name: folder.name, type: folder.type, created_at: folder.createdAt.toISOString() } };
       },
     }),
-    defineRoute<{ partner: string; kb: string }, unknown, CreateDocumentInput>({
-      method: 'post', path: '/api/documents/{partner}/{kb}', access: 'partner', summary: 'Create a document from an upload',
-      description: 'Stores the original and starts its workflow `document-<id>`. Answers with the document object (spec 2.5).',
-      params: s.pathParams('partner', 'kb'), body: { type: 'form', schema: s.createDocumentForm, files: [{ name: 'file', maxCount: 1 }] },
-      responses: { 201: { description: 'The new document', schema: s.documentObject }, 413: { description: 'File too large' }, 501: { description: 'Format or option not available yet' }, ...errors },
-      handler: async ({ params, body, files, principal }) => {
-        const doc = await createDocumentFromUpload({ db, storage: deps.storage, temporal: deps.temporal, taskQueue: deps.config.temporalTaskQueue }, params.partner, params.kb, body, files);
-        return { status: 201, body: presentDocument(doc, { admin: principal!.isAdmin }) };
-      },
-    }),
-    defineRoute<{ partner: string; kb: string; doc_id: string }>({
-      method: 'get', path: '/api/document/{partner}/{kb}/{doc_id}', access: 'partner', summary: 'Read one document',
-      params: s.pathParams('partner', 'kb', 'doc_id'), responses: { 200: { description: 'Document (spec 2.5)', schema: s.documentObject }, ...errors },
-      handler: async ({ params, principal }) => {
-        const { document } = await findDocument(db, params.partner, params.kb, params.doc_id);
-        return { body: presentDocument(document, { admin: principal!.isAdmin }) };
-      },
-    }),
     defineRoute<unknown, unknown, RagSearchRequest>({
       method: 'post', path: '/api/rag-test/search', access: 'authenticated', summary: 'Retrieval diagnostics',
       description: 'The key must have access to `partner` in the body. Non-admin keys must use the default top_k, search_multiplier and rrf_k.',
@@ -161,5 +143,7 @@ export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
         return { body: await ragSearch(deps, body, principal!.isAdmin) };
       },
     }),
+    ...documentContentRoutes(deps), // TEMP-CONTENT
+    ...documentRoutes(deps),
   ];
 }

@@ -193,3 +193,33 @@ export const resolveOperationBody: JsonSchema = {
     model: { type: 'string' },
   },
 };
+
+export const emptyDocumentForm: JsonSchema = {
+  type: 'object',
+  required: ['name', 'folder', 'type'],
+  additionalProperties: false,
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: 500 },
+    folder: nameString('Target folder name'),
+    type: { type: 'string', enum: ['file', 'url'] },
+    url: { type: 'string', maxLength: 8192 },
+  },
+};
+
+export const renameForm: JsonSchema = { type: 'object', required: ['name'], additionalProperties: false, properties: { name: { type: 'string', minLength: 1, maxLength: 500 } } };
+export const typeForm: JsonSchema = { type: 'object', required: ['type'], additionalProperties: false, properties: { type: { type: 'string', enum: ['file', 'url'] } } };
+export const urlForm: JsonSchema = { type: 'object', required: ['url'], additionalProperties: false, properties: { url: { type: 'string', minLength: 1, maxLength: 8192 } } };
+export const forceQuery: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { force: { type: 'boolean', default: true, description: 'false: answer 409 instead of cancelling active processing' } },
+};
+
+export const deletionResult: JsonSchema = {
+  type: 'object',
+  properties: {
+    status: { enum: ['deleted', 'delete_pending'] },
+    deletion_workflow_id: { type: 'string' },
+    pending_cleanup: { type: 'object', properties: { documents: { type: 'integer' }, active_processing_workflows: { type: 'integer' }, vectors: { type: 'boolean' }, files: { type: 'boolean' } } },
+  },
+};

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import type { Db } from '../db.js';
+import type { Db, Prisma } from '../db.js';
 import { AppError, badRequest, notFound } from '../errors.js';
 import type { FileStorage } from '../storage.js';
 import { documentFiles } from '../storage.js';
@@ -47,21 +47,17 @@ export async function createDocumentFromUpload(deps: DocumentDeps, partner: stri
   if (!file) throw badRequest('form.file is required when type is file');
 
   const found = await findKnowledgeBase(db, partner, kbName);
+  if (found.kb.deletionRequestedAt) throw new AppError('conflict', `knowledge base ${JSON.stringify(kbName)} is being deleted`);
   const folder = await db.folder.findUnique({ where: { knowledgeBaseId_name: { knowledgeBaseId: found.kb.id, name: input.folder } } });
   if (!folder || folder.deletionRequestedAt) throw notFound(`folder ${JSON.stringify(input.folder)} does not exist in knowledge base ${JSON.stringify(kbName)}`);
   const { extension } = await checkUpload(file);
-
-  const documentCount = await db.document.count({ where: { knowledgeBase: { partnerId: found.partner.id } } });
-  if (documentCount >= found.partner.maxDocuments) {
-    throw new AppError('forbidden', `QUOTA_EXCEEDED:max_documents (the partner may hold ${found.partner.maxDocuments} documents)`);
-  }
 
   const id = crypto.randomUUID();
   await storage.moveIn(documentFiles.original(id, extension), file.path);
   const steps = stepsForNewUpload(input);
   let document;
   try {
-    document = await db.document.create({
+    document = await createWithinDocumentQuota(db, found.partner, (tx) => tx.document.create({
       data: {
         id,
         knowledgeBaseId: found.kb.id,
@@ -78,7 +74,7 @@ export async function createDocumentFromUpload(deps: DocumentDeps, partner: stri
         inQueues: ['digitize'],
       },
       include: { folder: true },
-    });
+    }));
   } catch (err) {
     // No row refers to the stored original: remove it rather than leave an orphan in storage.
     await storage.removePrefix(documentFiles.prefix(id));
@@ -92,4 +88,17 @@ export async function createDocumentFromUpload(deps: DocumentDeps, partner: stri
     throw new AppError('unavailable', `could not start processing: ${(err as Error).message}`);
   }
   return document;
+}
+
+/**
+ * Creates a document while enforcing the partner's max_documents: creations of one partner are
+ * serialised on its row, so concurrent uploads cannot pass the limit together.
+ */
+export async function createWithinDocumentQuota<T>(db: Db, partner: { id: string; maxDocuments: number }, create: (tx: Prisma.TransactionClient) => Promise<T>): Promise<T> {
+  return db.$transaction(async (tx) => {
+    await tx.$queryRaw`SELECT id FROM partners WHERE id = ${partner.id}::uuid FOR UPDATE`;
+    const count = await tx.document.count({ where: { knowledgeBase: { partnerId: partner.id } } });
+    if (count >= partner.maxDocuments) throw new AppError('forbidden', `QUOTA_EXCEEDED:max_documents (the partner may hold ${partner.maxDocuments} documents)`);
+    return create(tx);
+  });
 }

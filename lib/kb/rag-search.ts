@@ -3,7 +3,7 @@ import { forbidden } from '../errors.js';
 import type { EmbeddingProvider } from '../providers/embeddings.js';
 import { CHUNK_CLASS, type SearchHit, type VectorIndex } from '../providers/vector-index.js';
 import { findKnowledgeBase } from './lookup.js';
-import { retrievalDefaults, searchKnowledgeBase, type FusedHit } from './retrieval.js';
+import { fuseByWeightedRrf, retrievalDefaults, searchKnowledgeBase, type FusedHit } from './retrieval.js';
 
 export interface RagSearchRequest {
   partner: string;
@@ -50,6 +50,13 @@ export async function ragSearch(deps: { db: Db; index: VectorIndex; embedder: Em
   };
   const query = [req.user_message, req.robot_message].filter(Boolean).join('\n');
   const result = await searchKnowledgeBase(deps, kb.id, query, settings);
+  // Vectors of a document being deleted are removed asynchronously; never show them meanwhile.
+  const hitIds = [...new Set([...result.streams.dense, ...result.streams.bm25].map((h) => h.documentId))];
+  const live = new Set((await deps.db.document.findMany({ where: { id: { in: hitIds }, deletionRequestedAt: null }, select: { id: true } })).map((d) => d.id));
+  const visible = <T extends SearchHit>(hits: T[]) => hits.filter((h) => live.has(h.documentId));
+  result.streams.dense = visible(result.streams.dense);
+  result.streams.bm25 = visible(result.streams.bm25);
+  result.combined = fuseByWeightedRrf(result.streams, settings.weights, settings.rrfK, settings.topK);
 
   const streamItem = (h: SearchHit, i: number) => ({
     rank: i + 1,

@@ -226,6 +226,58 @@ describe('API authentication and authorization', function () {
       },
     },
     { method: 'GET', path: '/api/document/{partner}/{kb}/{doc_id}', access: 'partner', ok: 200, prepare: shared(() => `/api/document/${owner.name}/${kb}/${documentId}`) },
+    { method: 'GET', path: '/api/documents/{partner}/{kb}', access: 'partner', ok: 200, prepare: shared(() => `/api/documents/${owner.name}/${kb}`) },
+    { method: 'GET', path: '/api/kb-data/{partner}/{kb}', access: 'partner', ok: 200, prepare: shared(() => `/api/kb-data/${owner.name}/${kb}`) },
+    { method: 'GET', path: '/api/kb-stats/{partner}/{kb}', access: 'partner', ok: 200, prepare: shared(() => `/api/kb-stats/${owner.name}/${kb}`) },
+    {
+      method: 'POST', path: '/api/documents/{partner}/{kb}/empty', access: 'partner', ok: 201,
+      prepare: async () => {
+        const before = await documentCount();
+        return { owner, path: `/api/documents/${owner.name}/${kb}/empty`, call: { form: { name: 'blank', folder, type: 'file' } }, unchanged: async () => assert.equal(await documentCount(), before) };
+      },
+    },
+    ...(['name', 'type', 'url'] as const).map((field): Endpoint => ({
+      method: 'PUT', path: `/api/documents/{partner}/{kb}/{doc_id}/${field}`, access: 'partner', ok: 200,
+      prepare: async () => {
+        const value = { name: unique('renamed'), type: 'url', url: `https://example.org/${unique('page')}` }[field];
+        return {
+          owner,
+          path: `/api/documents/${owner.name}/${kb}/${documentId}/${field}`,
+          call: { form: { [field]: value } },
+          unchanged: async () => {
+            const d = await http('GET', `/api/document/${owner.name}/${kb}/${documentId}`, { key: admin });
+            if (field !== 'type') assert.notEqual(d.body[field], value, `${field} unchanged`);
+          },
+        };
+      },
+    })),
+    {
+      method: 'DELETE', path: '/api/documents/{partner}/{kb}/{doc_id}', access: 'partner', ok: 200,
+      prepare: async () => {
+        const d = await http('POST', `/api/documents/${owner.name}/${kb}/empty`, { key: admin, form: { name: 'to delete', folder, type: 'file' } });
+        return {
+          owner,
+          path: `/api/documents/${owner.name}/${kb}/${d.body.id}`,
+          unchanged: async () => assert.equal((await http('GET', `/api/document/${owner.name}/${kb}/${d.body.id}`, { key: admin })).body.deletion_requested_at, null),
+        };
+      },
+    },
+    {
+      method: 'DELETE', path: '/api/folders/{partner}/{kb}/{folder}', access: 'partner', ok: 200,
+      prepare: async () => {
+        const name = unique('folder');
+        await http('POST', `/api/folders/${owner.name}/${kb}`, { key: admin, form: { name } });
+        return { owner, path: `/api/folders/${owner.name}/${kb}/${name}`, unchanged: async () => assert.ok((await folderNames(owner.name, kb)).includes(name)) };
+      },
+    },
+    {
+      method: 'DELETE', path: '/api/knowledgebases/{partner}/{kb}', access: 'partner', ok: 200,
+      prepare: async () => {
+        const name = unique('kb');
+        await http('POST', `/api/knowledgebases/${owner.name}`, { key: admin, form: { name } });
+        return { owner, path: `/api/knowledgebases/${owner.name}/${name}`, unchanged: async () => assert.ok((await kbNames(owner.name)).includes(name)) };
+      },
+    },
     { method: 'GET', path: '/api/knowledgebases/{partner}/{kb}/limits', access: 'partner', ok: 200, prepare: shared(() => `/api/knowledgebases/${owner.name}/${kb}/limits`) },
     {
       method: 'PATCH', path: '/api/knowledgebases/{partner}/{kb}/limits', access: 'partner', ok: 200,

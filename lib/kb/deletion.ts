@@ -1,0 +1,80 @@
+import type { Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
+import type { Db } from '../db.js';
+import { conflict, notFound } from '../errors.js';
+import { workflowIds } from '../temporal.js';
+import { findDocument, findKnowledgeBase } from './lookup.js';
+import type { DeletionInput } from '../../workflows/deletion.js';
+
+export interface DeletionDeps {
+  db: Db;
+  temporal: Client;
+  taskQueue: string;
+}
+
+/** How long a DELETE waits for its cleanup before answering `delete_pending`. */
+const WAIT_FOR_CLEANUP_MS = 3000;
+
+export async function isWorkflowRunning(temporal: Client, workflowId: string): Promise<boolean> {
+  try {
+    return (await temporal.workflow.getHandle(workflowId).describe()).status.name === 'RUNNING';
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return false;
+    throw err;
+  }
+}
+
+/**
+ * Runs the deletion workflow and answers `deleted` when it finishes within a few seconds, else
+ * `delete_pending` with what is still being cleaned up. The deletion itself is durable: it goes on
+ * in Temporal whatever happens to this request.
+ */
+async function runDeletion(deps: DeletionDeps, workflowId: string, input: DeletionInput, activeWorkflows: number) {
+  try {
+    await deps.temporal.workflow.start('deletion', { taskQueue: deps.taskQueue, workflowId, args: [input] });
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+  }
+  const handle = deps.temporal.workflow.getHandle(workflowId);
+  const finished = await Promise.race([handle.result().then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), WAIT_FOR_CLEANUP_MS))]);
+  if (finished) return { status: 'deleted' as const };
+  return {
+    status: 'delete_pending' as const,
+    deletion_workflow_id: workflowId,
+    pending_cleanup: { documents: input.documentIds.length, active_processing_workflows: activeWorkflows, vectors: true, files: true },
+  };
+}
+
+export async function deleteDocument(deps: DeletionDeps, partner: string, kb: string, documentId: string, force: boolean) {
+  const { document } = await findDocument(deps.db, partner, kb, documentId);
+  const active = await isWorkflowRunning(deps.temporal, workflowIds.document(documentId));
+  if (active && !force) throw conflict('the document is being processed; delete with force=true (the default) to cancel its processing', { active_queues: document.inQueues });
+  await deps.db.document.update({ where: { id: documentId }, data: { deletionRequestedAt: document.deletionRequestedAt ?? new Date() } });
+  return { id: documentId, ...(await runDeletion(deps, workflowIds.deleteDocument(documentId), { documentIds: [documentId] }, active ? 1 : 0)) };
+}
+
+export async function deleteFolder(deps: DeletionDeps, partner: string, kbName: string, folderName: string) {
+  const { kb } = await findKnowledgeBase(deps.db, partner, kbName);
+  const folder = await deps.db.folder.findUnique({ where: { knowledgeBaseId_name: { knowledgeBaseId: kb.id, name: folderName } } });
+  if (!folder) throw notFound(`folder ${JSON.stringify(folderName)} does not exist in knowledge base ${JSON.stringify(kbName)}`);
+  const now = new Date();
+  await deps.db.$transaction([
+    deps.db.folder.update({ where: { id: folder.id }, data: { deletionRequestedAt: folder.deletionRequestedAt ?? now } }),
+    deps.db.document.updateMany({ where: { folderId: folder.id, deletionRequestedAt: null }, data: { deletionRequestedAt: now } }),
+  ]);
+  const docs = await deps.db.document.findMany({ where: { folderId: folder.id }, select: { id: true } });
+  const active = (await Promise.all(docs.map((d) => isWorkflowRunning(deps.temporal, workflowIds.document(d.id))))).filter(Boolean).length;
+  return { name: folderName, ...(await runDeletion(deps, workflowIds.deleteFolder(folder.id), { documentIds: docs.map((d) => d.id), folderId: folder.id }, active)) };
+}
+
+export async function deleteKnowledgeBase(deps: DeletionDeps, partner: string, kbName: string) {
+  const { kb } = await findKnowledgeBase(deps.db, partner, kbName);
+  const now = new Date();
+  await deps.db.$transaction([
+    deps.db.knowledgeBase.update({ where: { id: kb.id }, data: { deletionRequestedAt: kb.deletionRequestedAt ?? now } }),
+    deps.db.document.updateMany({ where: { knowledgeBaseId: kb.id, deletionRequestedAt: null }, data: { deletionRequestedAt: now } }),
+  ]);
+  const docs = await deps.db.document.findMany({ where: { knowledgeBaseId: kb.id }, select: { id: true } });
+  const active = (await Promise.all(docs.map((d) => isWorkflowRunning(deps.temporal, workflowIds.document(d.id))))).filter(Boolean).length;
+  return { name: kbName, ...(await runDeletion(deps, workflowIds.deleteKnowledgeBase(kb.id), { documentIds: docs.map((d) => d.id), knowledgeBaseId: kb.id }, active)) };
+}
