@@ -1,7 +1,7 @@
 import { defineRoute, type RouteDefinition } from '../http/route.js';
 import type { ApiDeps } from '../deps.js';
 import { presentDocument } from '../../lib/kb/presenters.js';
-import { createDocumentFromUpload, type CreateDocumentInput } from '../../lib/kb/documents.js';
+import { batchUploadLimits, createDocumentFromUpload, createDocumentsFromBatch, type BatchUploadInput, type CreateDocumentInput } from '../../lib/kb/documents.js';
 import { findDocument } from '../../lib/kb/lookup.js';
 import { combinedKnowledgeBaseData, createEmptyDocument, kbStats, listKnowledgeBaseDocuments, updateDocumentFields } from '../../lib/kb/document-queries.js';
 import { deleteDocument, deleteFolder, deleteKnowledgeBase } from '../../lib/kb/deletion.js';
@@ -33,6 +33,15 @@ export function documentRoutes(deps: ApiDeps): RouteDefinition[] {
         const { document } = await findDocument(db, params.partner, params.kb, params.doc_id);
         return { body: presentDocument(document, { admin: principal!.isAdmin }) };
       },
+    }),
+    defineRoute<P, unknown, BatchUploadInput>({
+      method: 'post', path: '/api/documents/{partner}/{kb}/files/batch', access: 'partner', summary: 'Upload several files at once',
+      description: `Field \`files\` (repeatable), at most ${batchUploadLimits.maxFiles} files and ${batchUploadLimits.maxTotalBytes / 1024 ** 3} GiB in total. Each file is validated and admitted on its own; one failure never rolls back the others. Answers \`{summary: {total, succeeded, failed}, results: [{filename, status, document_id, error?, http_status?}]}\`.`,
+      params: s.pathParams('partner', 'kb'), body: { type: 'form', schema: s.batchUploadForm, files: [{ name: 'files', maxCount: batchUploadLimits.maxFiles }] },
+      responses: { 200: { description: 'Per-file results and summary' }, 413: { description: 'Batch too large' }, ...errors },
+      handler: async ({ params, body, files }) => ({
+        body: await createDocumentsFromBatch({ db, storage: deps.storage, temporal: deps.temporal, taskQueue: deps.config.temporalTaskQueue }, params.partner, params.kb, body, files),
+      }),
     }),
     defineRoute<P>({
       method: 'get', path: '/api/documents/{partner}/{kb}', access: 'partner', summary: 'The knowledge base with all its documents',

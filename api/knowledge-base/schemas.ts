@@ -223,3 +223,19 @@ export const deletionResult: JsonSchema = {
     pending_cleanup: { type: 'object', properties: { documents: { type: 'integer' }, active_processing_workflows: { type: 'integer' }, vectors: { type: 'boolean' }, files: { type: 'boolean' } } },
   },
 };
+
+export const batchUploadForm: JsonSchema = {
+  type: 'object',
+  required: ['folder'],
+  additionalProperties: false,
+  properties: {
+    folder: nameString('Target folder name'),
+    names: { anyOf: [{ type: 'string', maxLength: 500 }, { type: 'array', items: { type: 'string', maxLength: 500 } }], description: 'Document names in the order of the files' },
+    expert_name: { type: 'string', maxLength: 500 },
+    user_email: { type: 'string', maxLength: 320 },
+    auto_rewrite: formBoolean,
+    model_tier: { type: 'string', enum: ['standard', 'economy'], default: 'standard' },
+    use_original_as_rewritten: formBoolean,
+    character_limit: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
+  },
+};

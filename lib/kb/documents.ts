@@ -40,12 +40,16 @@ export function stepsForNewUpload(input: Pick<CreateDocumentInput, 'use_original
  * and the client gets an error, so nothing is left half-created.
  */
 export async function createDocumentFromUpload(deps: DocumentDeps, partner: string, kbName: string, input: CreateDocumentInput, files: UploadedFile[]) {
-  const { db, storage, temporal, taskQueue } = deps;
   if (input.type === 'url') throw new AppError('bad_request', 'URL documents are not available yet in this deployment', undefined, 501);
-  if (input.auto_rewrite) throw new AppError('bad_request', 'auto_rewrite is not available yet in this deployment', undefined, 501);
   const file = files.find((f) => f.field === 'file');
   if (!file) throw badRequest('form.file is required when type is file');
+  return createDocumentFromFile(deps, partner, kbName, input, file);
+}
 
+/** One uploaded file to one document (single and batch uploads). */
+export async function createDocumentFromFile(deps: DocumentDeps, partner: string, kbName: string, input: Omit<CreateDocumentInput, 'type'>, file: UploadedFile) {
+  const { db, storage, temporal, taskQueue } = deps;
+  if (input.auto_rewrite) throw new AppError('bad_request', 'auto_rewrite is not available yet in this deployment', undefined, 501);
   const found = await findKnowledgeBase(db, partner, kbName);
   if (found.kb.deletionRequestedAt) throw new AppError('conflict', `knowledge base ${JSON.stringify(kbName)} is being deleted`);
   const folder = await db.folder.findUnique({ where: { knowledgeBaseId_name: { knowledgeBaseId: found.kb.id, name: input.folder } } });
@@ -101,4 +105,39 @@ export async function createWithinDocumentQuota<T>(db: Db, partner: { id: string
     if (count >= partner.maxDocuments) throw new AppError('forbidden', `QUOTA_EXCEEDED:max_documents (the partner may hold ${partner.maxDocuments} documents)`);
     return create(tx);
   });
+}
+
+export interface BatchUploadInput extends Omit<CreateDocumentInput, 'type' | 'name'> {
+  names?: string | string[];
+}
+
+/** Spec 4.3 batch file upload: the limits this deployment applies (README, "API reference"). */
+export const batchUploadLimits = { maxFiles: 100, maxTotalBytes: 1024 * 1024 * 1024 };
+
+/**
+ * Each file becomes a document on its own: one invalid or refused file is reported in its result
+ * and never rolls back the others; each document's workflow admits its characters separately.
+ */
+export async function createDocumentsFromBatch(deps: DocumentDeps, partner: string, kbName: string, input: BatchUploadInput, files: UploadedFile[]) {
+  const uploads = files.filter((f) => f.field === 'files');
+  if (uploads.length === 0) throw badRequest('form.files is required: one or more files');
+  if (uploads.length > batchUploadLimits.maxFiles) throw badRequest(`at most ${batchUploadLimits.maxFiles} files per batch`);
+  const total = uploads.reduce((a, f) => a + f.size, 0);
+  if (total > batchUploadLimits.maxTotalBytes) throw new AppError('payload_too_large', `a batch may hold at most ${batchUploadLimits.maxTotalBytes} bytes in total`);
+  const names = input.names === undefined ? [] : Array.isArray(input.names) ? input.names : [input.names];
+  if (names.length > 0 && names.length !== uploads.length) throw badRequest(`names has ${names.length} entries for ${uploads.length} files`);
+  await findKnowledgeBase(deps.db, partner, kbName);
+
+  const results = [];
+  for (const [i, file] of uploads.entries()) {
+    try {
+      const doc = await createDocumentFromFile(deps, partner, kbName, { ...input, name: names[i] }, file);
+      results.push({ filename: file.originalName, status: 'success' as const, document_id: doc.id });
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err;
+      results.push({ filename: file.originalName, status: 'failed' as const, document_id: null, error: err.message, http_status: err.status });
+    }
+  }
+  const succeeded = results.filter((r) => r.status === 'success').length;
+  return { summary: { total: results.length, succeeded, failed: results.length - succeeded }, results };
 }

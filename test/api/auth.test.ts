@@ -226,6 +226,13 @@ describe('API authentication and authorization', function () {
       },
     },
     { method: 'GET', path: '/api/document/{partner}/{kb}/{doc_id}', access: 'partner', ok: 200, prepare: shared(() => `/api/document/${owner.name}/${kb}/${documentId}`) },
+    {
+      method: 'POST', path: '/api/documents/{partner}/{kb}/files/batch', access: 'partner', ok: 200,
+      prepare: async () => {
+        const before = await documentCount();
+        return { owner, path: `/api/documents/${owner.name}/${kb}/files/batch`, call: { form: { folder, files: { name: 'batch.txt', content: 'batch text' } } }, unchanged: async () => assert.equal(await documentCount(), before) };
+      },
+    },
     { method: 'GET', path: '/api/documents/{partner}/{kb}', access: 'partner', ok: 200, prepare: shared(() => `/api/documents/${owner.name}/${kb}`) },
     { method: 'GET', path: '/api/kb-data/{partner}/{kb}', access: 'partner', ok: 200, prepare: shared(() => `/api/kb-data/${owner.name}/${kb}`) },
     { method: 'GET', path: '/api/kb-stats/{partner}/{kb}', access: 'partner', ok: 200, prepare: shared(() => `/api/kb-stats/${owner.name}/${kb}`) },
