@@ -251,7 +251,8 @@ function analyseRiff(probe: Probe, head: Buffer): Identified {
 /** Walks the top-level boxes of an ISO media file; a box running past the end means a cut-short file. */
 async function analyseIsoMedia(probe: Probe): Promise<Identified> {
   let offset = 0;
-  for (let i = 0; i < 100_000 && offset + 8 <= probe.size; i++) {
+  // Capped: a long fragmented movie has many boxes; past the cap it is accepted unchecked.
+  for (let i = 0; i < 10_000 && offset + 8 <= probe.size; i++) {
     const h = await probe.read(offset, 16);
     // Trailing bytes that are not a box (padding, junk) end the walk without complaint.
     if (!isPrintableFourCC(h, 4)) break;
@@ -372,7 +373,7 @@ async function analyseOle2(probe: Probe, head: Buffer, expected?: FileKind): Pro
   const nextSector = async (sector: number): Promise<number | string> => {
     const fatIndex = Math.floor(sector / perSector);
     while (difat.length <= fatIndex) {
-      if (nextDifat > MAXREGSECT || difatSectorsRead++ > 100_000) return 'its sector allocation table is incomplete';
+      if (nextDifat > MAXREGSECT || difatSectorsRead++ > probe.size / sectorSize) return 'its sector allocation table is incomplete';
       const s = await readSector(nextDifat);
       if (!s || s.length < sectorSize) return 'its sector allocation table lies beyond the end of the file';
       for (let j = 0; j < perSector - 1; j++) difat.push(s.readUInt32LE(4 * j));
@@ -457,6 +458,9 @@ function mismatch(name: string, extension: string, found: FileKind): string {
 
 /** Text formats: not a known binary, no NUL byte, something other than whitespace, and the light shape checks. */
 async function checkText(probe: Probe, head: Buffer, name: string, extension: string): Promise<SignatureResult> {
+  if (startsWith(head, [0xff, 0xfe, 0, 0]) || startsWith(head, [0, 0, 0xfe, 0xff])) {
+    return { ok: false, reason: `${name} is UTF-32 text; save it as UTF-8 and upload it again` };
+  }
   if (startsWith(head, [0xff, 0xfe]) || startsWith(head, [0xfe, 0xff])) {
     return { ok: false, reason: `${name} is UTF-16 text; save it as UTF-8 and upload it again` };
   }
