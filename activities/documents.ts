@@ -9,7 +9,7 @@ import type { EmbeddingProvider } from '../lib/providers/embeddings.js';
 import { chunkText } from '../lib/kb/chunking.js';
 import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/kb/embedding-status.js';
 import { estimateTokens, countCharacters } from '../lib/kb/text.js';
-import { settle } from '../lib/budget/ledger.js';
+import { acceptDigitizedCharacters } from '../lib/kb/content.js';
 
 export interface DocumentActivityDeps {
   db: Db;
@@ -83,17 +83,7 @@ export function createDocumentActivities({ db, storage, index, embedder }: Docum
       const text = await storage.readText(documentFiles.extracted(documentId));
       const charCount = countCharacters(text);
       await storage.write(documentFiles.digitized(documentId), text);
-      const outcome = await settle(
-        db,
-        operationKey,
-        async (tx) => ({ characters: charCount - (await tx.document.findUniqueOrThrow({ where: { id: documentId } })).acceptedCharacters }),
-        async (tx) => {
-        await tx.document.update({
-          where: { id: documentId },
-          data: { fileDigitized: 'digitized.md', digitizedCharCount: charCount, acceptedCharacters: charCount, processingError: null },
-        });
-        },
-      );
+      const outcome = await acceptDigitizedCharacters(db, operationKey, documentId, charCount);
       if (outcome === 'unknown_operation') throw new Error(`no reservation ${operationKey} to settle`);
       return { charCount };
     },

@@ -9,7 +9,7 @@ import { contentTypes } from '../../lib/kb/content-types.js';
 import { ragSearch, type RagSearchRequest } from '../../lib/kb/rag-search.js';
 import * as s from './schemas.js';
 import { documentRoutes } from './document-routes.js';
-import { documentContentRoutes } from './content-routes.js'; // TEMP-CONTENT
+import { documentContentRoutes } from './content-routes.js';
 import { budgetStatus } from '../../lib/budget/status.js';
 import { updateLimits, type LimitsPatch } from '../../lib/budget/limits.js';
 import { listUncertainOperations, resolveOperation, type ResolveOperationRequest } from '../../lib/budget/operations.js';
@@ -143,7 +143,7 @@ export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
         return { body: await ragSearch(deps, body, principal!.isAdmin) };
       },
     }),
-    ...documentContentRoutes(deps), // TEMP-CONTENT
+    ...documentContentRoutes(deps),
     ...documentRoutes(deps),
   ];
 }

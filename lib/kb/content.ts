@@ -19,7 +19,7 @@ import { countCharacters } from './text.js';
 import { refreshKnowledgeBaseEmbeddingStatus } from './embedding-status.js';
 import { findDocument, findKnowledgeBase } from './lookup.js';
 import { startDocumentPipeline } from './pipeline.js';
-import { checkUpload, extensionOf, type UploadedFile } from './uploads.js';
+import { checkUpload, type UploadedFile } from './uploads.js';
 
 /**
  * Document content (knowledge-base spec 4.4): reading, replacing and downloading the versions of a
@@ -30,7 +30,8 @@ import { checkUpload, extensionOf, type UploadedFile } from './uploads.js';
  *   reading or downloading it answers 404.
  * - Only text originals (.txt, .md, .markdown) can be read as text or replaced; other originals are
  *   binary (read them with the download endpoint). A document without an original (an empty
- *   document) gets one: `original.txt` from PUT, or the uploaded text file from POST. Replacing the
+ *   document) gets one: `original.txt` from PUT, or the uploaded text file from POST (stored as
+ *   uploaded; PUT text is stored with LF line ends, as form fields arrive with CRLF). Replacing the
  *   original has no quota effect, starts no processing, and drops the extraction cache so that a
  *   later digitization reads the new original.
  * - Submitted digitized and rewritten text is stored as digitization stores it: UTF-8, BOM dropped,
@@ -376,7 +377,8 @@ async function replaceOriginal(deps: ContentDeps, doc: DocumentRow, update: Cont
   await assertIdle(deps.temporal, doc);
   const key = documentFiles.original(doc.id, extension);
   if (update.file) await deps.storage.moveIn(key, update.file.path);
-  else await deps.storage.write(key, update.text!);
+  // Form fields arrive with CRLF line ends (multipart/form-data normalises them): store LF text.
+  else await deps.storage.write(key, normaliseText(update.text!));
   if (doc.originalExtension && doc.originalExtension !== extension) await deps.storage.removePrefix(documentFiles.original(doc.id, doc.originalExtension));
   // The extraction cache belongs to the old original.
   await deps.storage.removePrefix(documentFiles.extracted(doc.id));
@@ -430,9 +432,11 @@ export async function acceptDigitizedCharacters(db: Db, operationKey: string, do
     async (tx: Tx) => ({ characters: charCount - (await tx.document.findUniqueOrThrow({ where: { id: documentId } })).acceptedCharacters }),
     async (tx: Tx) => {
       if (write) await write();
+      const current = await tx.document.findUniqueOrThrow({ where: { id: documentId }, select: { inQueues: true } });
       await tx.document.update({
         where: { id: documentId },
-        data: { fileDigitized: 'digitized.md', digitizedCharCount: charCount, acceptedCharacters: charCount, processingError: null },
+        // The digitized text is final: the document leaves the digitize queue.
+        data: { fileDigitized: 'digitized.md', digitizedCharCount: charCount, acceptedCharacters: charCount, processingError: null, inQueues: current.inQueues.filter((q) => q !== 'digitize') },
       });
     },
   );

@@ -307,6 +307,24 @@ describe('API authentication and authorization', function () {
       method: 'POST', path: '/api/knowledgebases/{partner}/{kb}/uncertain-operations/resolve', access: 'admin', ok: 409,
       prepare: async () => ({ owner, path: `/api/knowledgebases/${owner.name}/${kb}/uncertain-operations/resolve`, call: { json: { operation_key: 'no-such-operation', used: false } } }),
     },
+    { method: 'GET', path: '/api/documents/{partner}/{kb}/{doc_id}/content/{type}', access: 'partner', ok: 200, prepare: shared(() => `/api/documents/${owner.name}/${kb}/${documentId}/content/original`) },
+    ...(['PUT', 'POST'] as const).map((method): Endpoint => ({
+      // An empty document has no workflow, so an allowed update applies (a document whose workflow runs would answer 409).
+      method, path: '/api/documents/{partner}/{kb}/{doc_id}/content/{type}', access: 'partner', ok: 200,
+      prepare: async () => {
+        const d = await http('POST', `/api/documents/${owner.name}/${kb}/empty`, { key: admin, form: { name: unique('manual'), folder, type: 'file' } });
+        assert.equal(d.status, 201, JSON.stringify(d.body));
+        const path = `/api/documents/${owner.name}/${kb}/${d.body.id}/content/original`;
+        return {
+          owner,
+          path,
+          call: method === 'PUT' ? { form: { content: 'typed original' } } : { form: { file: { name: 'typed.txt', content: 'uploaded original' } } },
+          unchanged: async () => assert.equal((await http('GET', path, { key: admin })).status, 404, 'no original was stored'),
+        };
+      },
+    })),
+    { method: 'GET', path: '/api/documents/{partner}/{kb}/{doc_id}/download/{type}', access: 'partner', ok: 200, prepare: shared(() => `/api/documents/${owner.name}/${kb}/${documentId}/download/original`) },
+    { method: 'GET', path: '/api/documents/{partner}/{kb}/rewritten-bundle', access: 'partner', ok: 200, prepare: shared(() => `/api/documents/${owner.name}/${kb}/rewritten-bundle`) },
     {
       method: 'POST', path: '/api/rag-test/search', access: 'authenticated', bodyScoped: true, ok: 200,
       prepare: async () => ({ owner, path: '/api/rag-test/search', call: { json: { partner: owner.name, kb, user_message: 'tide tables' } } }),
