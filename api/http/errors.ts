@@ -44,7 +44,8 @@ export function errorHandler(style: ErrorStyle) {
   return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
     const appError = toAppError(err);
     const log = res.locals.log;
-    if (appError.status >= 500) log?.error('request failed', { err });
+    // 501 is a deliberate answer (a feature this build does not have), not a server fault.
+    if (appError.status >= 500 && appError.status !== 501) log?.error('request failed', { err });
     else log?.info('request rejected', { status: appError.status, detail: appError.message });
     if (res.headersSent) {
       res.destroy();

@@ -54,7 +54,7 @@ export async function createDocumentFromFile(deps: DocumentDeps, partner: string
   if (found.kb.deletionRequestedAt) throw new AppError('conflict', `knowledge base ${JSON.stringify(kbName)} is being deleted`);
   const folder = await db.folder.findUnique({ where: { knowledgeBaseId_name: { knowledgeBaseId: found.kb.id, name: input.folder } } });
   if (!folder || folder.deletionRequestedAt) throw notFound(`folder ${JSON.stringify(input.folder)} does not exist in knowledge base ${JSON.stringify(kbName)}`);
-  const { extension } = await checkUpload(file);
+  const { extension } = await checkUpload(file, found.partner);
 
   const id = crypto.randomUUID();
   await storage.moveIn(documentFiles.original(id, extension), file.path);

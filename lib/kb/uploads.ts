@@ -31,12 +31,21 @@ export function extensionOf(filename: string): string {
  * this build cannot digitize yet, a 501. The content is checked first, so a broken file is a 400
  * even when its format would be a 501.
  */
-export async function checkUpload(file: { originalName: string; path: string; size: number }): Promise<{ extension: string; kind: FileKind }> {
+/** Audio and video uploads, which partners with allow_audio_video=false may not send. */
+export const audioVideoExtensions = ['mp4', 'mov', 'm4v', 'avi', 'mp3', 'wav', 'm4a'];
+
+export async function checkUpload(
+  file: { originalName: string; path: string; size: number },
+  partner: { allowAudioVideo: boolean } = { allowAudioVideo: true },
+): Promise<{ extension: string; kind: FileKind }> {
   if (/[\u0000-\u001f\u007f]/.test(file.originalName)) throw badRequest(`the file name ${JSON.stringify(file.originalName)} contains control characters`);
   const extension = extensionOf(file.originalName);
   if (!extension) throw badRequest(`${file.originalName} has no file extension; supported: ${supportedExtensions.join(', ')}`);
   if (blockedArchiveExtensions.includes(extension)) throw badRequest(`archives (.${extension}) are not accepted; upload the files inside it`);
   if (!supportedExtensions.includes(extension)) throw badRequest(`.${extension} files are not supported; supported: ${supportedExtensions.join(', ')}`);
+  if (!partner.allowAudioVideo && audioVideoExtensions.includes(extension)) {
+    throw new AppError('forbidden', `audio and video uploads are not enabled for this partner (${file.originalName})`);
+  }
   const verdict = await checkFileSignature({ path: file.path, name: file.originalName, extension });
   if (!verdict.ok) throw badRequest(verdict.reason);
   if (!digitizableExtensions.includes(extension)) {

@@ -96,6 +96,35 @@ describe('document endpoints (spec 4.3)', function () {
     assert.deepEqual([after.body.name, after.body.type, after.body.url], ['Final title', 'url', 'https://example.org/a']);
   });
 
+  it('audio and video are refused for partners with allow_audio_video=false', async () => {
+    // A minimal PCM WAV file: RIFF header, fmt chunk, 8 samples of silence.
+    const data = Buffer.alloc(16);
+    const wav = Buffer.alloc(44 + data.length);
+    wav.write('RIFF', 0);
+    wav.writeUInt32LE(36 + data.length, 4);
+    wav.write('WAVEfmt ', 8);
+    wav.writeUInt32LE(16, 16);
+    wav.writeUInt16LE(1, 20);
+    wav.writeUInt16LE(1, 22);
+    wav.writeUInt32LE(16000, 24);
+    wav.writeUInt32LE(32000, 28);
+    wav.writeUInt16LE(2, 32);
+    wav.writeUInt16LE(16, 34);
+    wav.write('data', 36);
+    wav.writeUInt32LE(data.length, 40);
+    const upload = async (settings: Record<string, string>) => {
+      const partner = await newPartner(http, settings);
+      await http('POST', `/api/knowledgebases/${partner.name}`, { key: partner.key, form: { name: 'kb' } });
+      await http('POST', `/api/folders/${partner.name}/kb`, { key: partner.key, form: { name: 'f' } });
+      return http('POST', `/api/documents/${partner.name}/kb`, { key: partner.key, form: { type: 'file', folder: 'f', file: { name: 'call.wav', content: wav } } });
+    };
+    const refused = await upload({ allow_audio_video: 'false' });
+    assert.equal(refused.status, 403);
+    assert.match(refused.body.detail, /audio and video uploads are not enabled/);
+    const allowed = await upload({});
+    assert.notEqual(allowed.status, 403, 'the default partner may send audio');
+  });
+
   it('max_documents holds when uploads race', async () => {
     const partner = await newPartner(http, { max_documents: '3' });
     await http('POST', `/api/knowledgebases/${partner.name}`, { key: partner.key, form: { name: 'kb' } });
