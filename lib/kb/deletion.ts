@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
-import type { Db } from '../db.js';
+import type { Db, Prisma } from '../db.js';
 import { conflict, notFound } from '../errors.js';
 import { workflowIds } from '../temporal.js';
 import { findDocument, findKnowledgeBase } from './lookup.js';
@@ -53,28 +53,34 @@ export async function deleteDocument(deps: DeletionDeps, partner: string, kb: st
   return { id: documentId, ...(await runDeletion(deps, workflowIds.deleteDocument(documentId), { documentIds: [documentId] }, active ? 1 : 0)) };
 }
 
+/**
+ * Deletes a container (folder or knowledge base) with its documents: marks them all as being
+ * deleted (hidden from search at once), then runs the deletion workflow for them.
+ */
+async function deleteContainer(
+  deps: DeletionDeps,
+  mark: (now: Date) => Prisma.PrismaPromise<unknown>,
+  documentsWhere: Prisma.DocumentWhereInput,
+  workflowId: string,
+  target: Omit<DeletionInput, 'documentIds'>,
+) {
+  const now = new Date();
+  await deps.db.$transaction([mark(now), deps.db.document.updateMany({ where: { ...documentsWhere, deletionRequestedAt: null }, data: { deletionRequestedAt: now } })]);
+  const docs = await deps.db.document.findMany({ where: documentsWhere, select: { id: true } });
+  const active = (await Promise.all(docs.map((d) => isWorkflowRunning(deps.temporal, workflowIds.document(d.id))))).filter(Boolean).length;
+  return runDeletion(deps, workflowId, { documentIds: docs.map((d) => d.id), ...target }, active);
+}
+
 export async function deleteFolder(deps: DeletionDeps, partner: string, kbName: string, folderName: string) {
   const { kb } = await findKnowledgeBase(deps.db, partner, kbName);
   const folder = await deps.db.folder.findUnique({ where: { knowledgeBaseId_name: { knowledgeBaseId: kb.id, name: folderName } } });
   if (!folder) throw notFound(`folder ${JSON.stringify(folderName)} does not exist in knowledge base ${JSON.stringify(kbName)}`);
-  const now = new Date();
-  await deps.db.$transaction([
-    deps.db.folder.update({ where: { id: folder.id }, data: { deletionRequestedAt: folder.deletionRequestedAt ?? now } }),
-    deps.db.document.updateMany({ where: { folderId: folder.id, deletionRequestedAt: null }, data: { deletionRequestedAt: now } }),
-  ]);
-  const docs = await deps.db.document.findMany({ where: { folderId: folder.id }, select: { id: true } });
-  const active = (await Promise.all(docs.map((d) => isWorkflowRunning(deps.temporal, workflowIds.document(d.id))))).filter(Boolean).length;
-  return { name: folderName, ...(await runDeletion(deps, workflowIds.deleteFolder(folder.id), { documentIds: docs.map((d) => d.id), folderId: folder.id }, active)) };
+  const mark = (now: Date) => deps.db.folder.update({ where: { id: folder.id }, data: { deletionRequestedAt: folder.deletionRequestedAt ?? now } });
+  return { name: folderName, ...(await deleteContainer(deps, mark, { folderId: folder.id }, workflowIds.deleteFolder(folder.id), { folderId: folder.id })) };
 }
 
 export async function deleteKnowledgeBase(deps: DeletionDeps, partner: string, kbName: string) {
   const { kb } = await findKnowledgeBase(deps.db, partner, kbName);
-  const now = new Date();
-  await deps.db.$transaction([
-    deps.db.knowledgeBase.update({ where: { id: kb.id }, data: { deletionRequestedAt: kb.deletionRequestedAt ?? now } }),
-    deps.db.document.updateMany({ where: { knowledgeBaseId: kb.id, deletionRequestedAt: null }, data: { deletionRequestedAt: now } }),
-  ]);
-  const docs = await deps.db.document.findMany({ where: { knowledgeBaseId: kb.id }, select: { id: true } });
-  const active = (await Promise.all(docs.map((d) => isWorkflowRunning(deps.temporal, workflowIds.document(d.id))))).filter(Boolean).length;
-  return { name: kbName, ...(await runDeletion(deps, workflowIds.deleteKnowledgeBase(kb.id), { documentIds: docs.map((d) => d.id), knowledgeBaseId: kb.id }, active)) };
+  const mark = (now: Date) => deps.db.knowledgeBase.update({ where: { id: kb.id }, data: { deletionRequestedAt: kb.deletionRequestedAt ?? now } });
+  return { name: kbName, ...(await deleteContainer(deps, mark, { knowledgeBaseId: kb.id }, workflowIds.deleteKnowledgeBase(kb.id), { knowledgeBaseId: kb.id })) };
 }
