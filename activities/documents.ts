@@ -10,12 +10,16 @@ import { chunkText } from '../lib/kb/chunking.js';
 import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/kb/embedding-status.js';
 import { estimateTokens, countCharacters } from '../lib/kb/text.js';
 import { acceptDigitizedCharacters } from '../lib/kb/content.js';
+import { fetchPage, FetchRefused } from '../lib/providers/web-fetch.js';
+import { extractPage, UnsupportedContentType } from '../lib/kb/article.js';
+import type { Config } from '../lib/config.js';
 
 export interface DocumentActivityDeps {
   db: Db;
   storage: FileStorage;
   index: VectorIndex;
   embedder: EmbeddingProvider;
+  config: Pick<Config, 'urlFetchAllowPrivate' | 'urlFetchAllowLoopback'>;
 }
 
 export interface DocumentRef {
@@ -34,7 +38,7 @@ export const PERMANENT = 'PermanentProcessingError';
 
 const EMBED_BATCH = 64;
 
-export function createDocumentActivities({ db, storage, index, embedder }: DocumentActivityDeps) {
+export function createDocumentActivities({ db, storage, index, embedder, config }: DocumentActivityDeps) {
   async function loadDocument(documentId: string) {
     const doc = await db.document.findUnique({ where: { id: documentId }, include: { knowledgeBase: true } });
     if (!doc || doc.deletionRequestedAt) throw ApplicationFailure.nonRetryable(`document ${documentId} no longer exists`, DOCUMENT_GONE);
@@ -42,6 +46,45 @@ export function createDocumentActivities({ db, storage, index, embedder }: Docum
   }
 
   const withoutQueue = (queues: string[], queue: string) => queues.filter((q) => q !== queue);
+
+  /**
+   * A URL document: fetch the page safely (no private, loopback or link-local targets unless
+   * configured; redirects re-checked; size and time bounded), keep it as the original, extract the
+   * readable article into the extraction cache, and take the page title as the name if the client
+   * gave none. Refusals are permanent (a readable processing_error); timeouts, network errors and
+   * 5xx answers are retried.
+   */
+  async function extractUrl(doc: { id: string; url: string | null; nameFromSource: boolean }) {
+    let page;
+    try {
+      page = await fetchPage(doc.url!, { allowPrivate: config.urlFetchAllowPrivate, allowLoopback: config.urlFetchAllowLoopback });
+    } catch (err) {
+      if (!(err instanceof FetchRefused)) throw err;
+      const transient = err.reason === 'timeout' || err.reason === 'network' || err.reason === 'dns' || (err.reason === 'http_status' && (err.details.status ?? 0) >= 500);
+      if (transient) throw err;
+      throw ApplicationFailure.nonRetryable(err.message, PERMANENT);
+    }
+    let extracted;
+    try {
+      extracted = extractPage(page);
+    } catch (err) {
+      if (err instanceof UnsupportedContentType) throw ApplicationFailure.nonRetryable(err.message, PERMANENT);
+      throw err;
+    }
+    if (!extracted.text.trim()) throw ApplicationFailure.nonRetryable(`${doc.url} has no readable text`, PERMANENT);
+    const extension = extracted.kind === 'html' ? 'html' : 'txt';
+    await storage.write(documentFiles.original(doc.id, extension), page.body);
+    await storage.write(documentFiles.extracted(doc.id), extracted.text);
+    await db.document.update({
+      where: { id: doc.id },
+      data: {
+        fileOriginal: `page.${extension}`,
+        originalExtension: extension,
+        ...(doc.nameFromSource && extracted.title ? { name: extracted.title.slice(0, 500), nameFromSource: false } : {}),
+      },
+    });
+    return { charCount: countCharacters(extracted.text), cached: false };
+  }
 
   return {
     /**
@@ -53,6 +96,7 @@ export function createDocumentActivities({ db, storage, index, embedder }: Docum
       const doc = await loadDocument(documentId);
       const cacheKey = documentFiles.extracted(documentId);
       if (await storage.exists(cacheKey)) return { charCount: countCharacters(await storage.readText(cacheKey)), cached: true };
+      if (doc.type === 'url' && !doc.fileOriginal) return extractUrl(doc);
       if (!doc.fileOriginal || !doc.originalExtension) throw ApplicationFailure.nonRetryable('the document has no original file to digitize', PERMANENT);
       const raw = await storage.read(documentFiles.original(documentId, doc.originalExtension));
       let text: string;

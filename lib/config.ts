@@ -23,6 +23,9 @@ export interface Config {
   /** How often the budget sweeper looks for holds of closed workflows, and how old a hold must be. */
   budgetSweepIntervalSeconds: number;
   budgetSweepGraceSeconds: number;
+  /** URL documents: whether pages on private / loopback addresses may be fetched (default: no). */
+  urlFetchAllowPrivate: boolean;
+  urlFetchAllowLoopback: boolean;
 }
 
 export class ConfigError extends Error {
@@ -75,6 +78,13 @@ function integerSetting(name: string, value: string, min: number, max: number): 
   return n;
 }
 
+function booleanSetting(name: string, value: string | undefined): boolean {
+  if (value === undefined || value === '') return false;
+  if (['true', '1', 'yes'].includes(value.toLowerCase())) return true;
+  if (['false', '0', 'no'].includes(value.toLowerCase())) return false;
+  throw new ConfigError(`${name} must be true or false, got ${JSON.stringify(value)}`);
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const adminApiKey = env.ADMIN_API_KEY ?? '';
   if (adminApiKey.length === 0) throw new ConfigError('ADMIN_API_KEY is required (the administrator key for /api)');
@@ -106,6 +116,8 @@ export function loadConfig(env: Env = process.env): Config {
     workflowBundlePath: env.WORKFLOW_BUNDLE_PATH ? path.resolve(env.WORKFLOW_BUNDLE_PATH) : null,
     workerMaxActivities: integerSetting('WORKER_MAX_ACTIVITIES', read(env, 'WORKER_MAX_ACTIVITIES'), 1, 1000),
     budgetSweepIntervalSeconds: integerSetting('BUDGET_SWEEP_INTERVAL_SECONDS', read(env, 'BUDGET_SWEEP_INTERVAL_SECONDS'), 1, 86400),
+    urlFetchAllowPrivate: booleanSetting('URL_FETCH_ALLOW_PRIVATE', env.URL_FETCH_ALLOW_PRIVATE),
+    urlFetchAllowLoopback: booleanSetting('URL_FETCH_ALLOW_LOOPBACK', env.URL_FETCH_ALLOW_LOOPBACK),
     budgetSweepGraceSeconds: integerSetting('BUDGET_SWEEP_GRACE_SECONDS', read(env, 'BUDGET_SWEEP_GRACE_SECONDS'), 0, 7 * 86400),
   };
 }

@@ -1,7 +1,7 @@
 import { defineRoute, type RouteDefinition } from '../http/route.js';
 import type { ApiDeps } from '../deps.js';
 import { presentDocument } from '../../lib/kb/presenters.js';
-import { batchUploadLimits, createDocumentFromUpload, createDocumentsFromBatch, type BatchUploadInput, type CreateDocumentInput } from '../../lib/kb/documents.js';
+import { batchUploadLimits, createDocumentFromUpload, createDocumentsFromBatch, createDocumentsFromUrls, type BatchUploadInput, type BatchUrlInput, type CreateDocumentInput } from '../../lib/kb/documents.js';
 import { findDocument } from '../../lib/kb/lookup.js';
 import { combinedKnowledgeBaseData, createEmptyDocument, kbStats, listKnowledgeBaseDocuments, updateDocumentFields } from '../../lib/kb/document-queries.js';
 import { deleteDocument, deleteFolder, deleteKnowledgeBase } from '../../lib/kb/deletion.js';
@@ -33,6 +33,15 @@ export function documentRoutes(deps: ApiDeps): RouteDefinition[] {
         const { document } = await findDocument(db, params.partner, params.kb, params.doc_id);
         return { body: presentDocument(document, { admin: principal!.isAdmin }) };
       },
+    }),
+    defineRoute<P, unknown, BatchUrlInput>({
+      method: 'post', path: '/api/documents/{partner}/{kb}/batch', access: 'partner', summary: 'Import up to 1,000 URLs',
+      description: 'One document per URL, each created and admitted on its own. Answers `{summary: {total, succeeded, failed}, results: [{url, status: success|failed, document_id, error?}]}`.',
+      params: s.pathParams('partner', 'kb'), body: { type: 'json', schema: s.batchUrlBody },
+      responses: { 200: { description: 'Per-URL results and summary' }, ...errors },
+      handler: async ({ params, body }) => ({
+        body: await createDocumentsFromUrls({ db, storage: deps.storage, temporal: deps.temporal, taskQueue: deps.config.temporalTaskQueue }, params.partner, params.kb, body),
+      }),
     }),
     defineRoute<P, unknown, BatchUploadInput>({
       method: 'post', path: '/api/documents/{partner}/{kb}/files/batch', access: 'partner', summary: 'Upload several files at once',

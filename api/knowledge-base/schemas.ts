@@ -239,3 +239,19 @@ export const batchUploadForm: JsonSchema = {
     character_limit: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
   },
 };
+
+export const batchUrlBody: JsonSchema = {
+  type: 'object',
+  required: ['folder', 'urls'],
+  additionalProperties: false,
+  properties: {
+    folder: nameString('Target folder name'),
+    urls: { type: 'array', minItems: 1, maxItems: 1000, items: { type: 'string', minLength: 1, maxLength: 8192 } },
+    use_original_as_rewritten: { type: 'boolean', default: false },
+    auto_rewrite: { type: 'boolean', default: false },
+    model_tier: { type: 'string', enum: ['standard', 'economy'], default: 'standard' },
+    expert_name: { type: 'string', maxLength: 500 },
+    user_email: { type: 'string', maxLength: 320 },
+    character_limit: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
+  },
+};

@@ -40,7 +40,10 @@ export function stepsForNewUpload(input: Pick<CreateDocumentInput, 'use_original
  * and the client gets an error, so nothing is left half-created.
  */
 export async function createDocumentFromUpload(deps: DocumentDeps, partner: string, kbName: string, input: CreateDocumentInput, files: UploadedFile[]) {
-  if (input.type === 'url') throw new AppError('bad_request', 'URL documents are not available yet in this deployment', undefined, 501);
+  if (input.type === 'url') {
+    if (!input.url) throw badRequest('form.url is required when type is url');
+    return createDocumentFromUrl(deps, partner, kbName, { ...input, url: input.url });
+  }
   const file = files.find((f) => f.field === 'file');
   if (!file) throw badRequest('form.file is required when type is file');
   return createDocumentFromFile(deps, partner, kbName, input, file);
@@ -136,6 +139,83 @@ export async function createDocumentsFromBatch(deps: DocumentDeps, partner: stri
     } catch (err) {
       if (!(err instanceof AppError)) throw err;
       results.push({ filename: file.originalName, status: 'failed' as const, document_id: null, error: err.message, http_status: err.status });
+    }
+  }
+  const succeeded = results.filter((r) => r.status === 'success').length;
+  return { summary: { total: results.length, succeeded, failed: results.length - succeeded }, results };
+}
+
+/** Whether a URL is one a document may be created from: absolute http(s), no credentials. */
+export function acceptableDocumentUrl(value: string): boolean {
+  try {
+    const u = new URL(value);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && !u.username && !u.password;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A document from a URL: the row (named after the URL until the page's title is known) and its
+ * workflow; the page is fetched, safely, by the digitize step.
+ */
+export async function createDocumentFromUrl(deps: DocumentDeps, partner: string, kbName: string, input: Omit<CreateDocumentInput, 'type'> & { url: string }) {
+  const { db, temporal, taskQueue } = deps;
+  if (input.auto_rewrite) throw new AppError('bad_request', 'auto_rewrite is not available yet in this deployment', undefined, 501);
+  if (!acceptableDocumentUrl(input.url)) throw badRequest(`${JSON.stringify(input.url)} is not an absolute http or https URL`);
+  const found = await findKnowledgeBase(db, partner, kbName);
+  if (found.kb.deletionRequestedAt) throw new AppError('conflict', `knowledge base ${JSON.stringify(kbName)} is being deleted`);
+  const folder = await db.folder.findUnique({ where: { knowledgeBaseId_name: { knowledgeBaseId: found.kb.id, name: input.folder } } });
+  if (!folder || folder.deletionRequestedAt) throw notFound(`folder ${JSON.stringify(input.folder)} does not exist in knowledge base ${JSON.stringify(kbName)}`);
+  const document = await createWithinDocumentQuota(db, found.partner, (tx) =>
+    tx.document.create({
+      data: {
+        knowledgeBaseId: found.kb.id,
+        folderId: folder.id,
+        name: input.name?.trim() || input.url,
+        nameFromSource: !input.name?.trim(),
+        type: 'url',
+        url: input.url,
+        userEmail: input.user_email ?? null,
+        expertName: input.expert_name ?? null,
+        autoRewrite: input.auto_rewrite,
+        useOriginalAsRewritten: input.use_original_as_rewritten,
+        modelTier: input.model_tier,
+        inQueues: ['digitize'],
+      },
+      include: { folder: true },
+    }),
+  );
+  try {
+    await startDocumentPipeline(temporal, taskQueue, {
+      documentId: document.id,
+      knowledgeBaseId: found.kb.id,
+      partner: found.partner.name,
+      steps: stepsForNewUpload(input),
+      requestCharacterLimit: input.character_limit ?? null,
+    });
+  } catch (err) {
+    await db.document.delete({ where: { id: document.id } });
+    throw new AppError('unavailable', `could not start processing: ${(err as Error).message}`);
+  }
+  return document;
+}
+
+export interface BatchUrlInput extends Omit<CreateDocumentInput, 'type' | 'name' | 'url'> {
+  urls: string[];
+}
+
+/** Spec 4.3 batch URL import: one document per URL, each on its own; failures never roll back others. */
+export async function createDocumentsFromUrls(deps: DocumentDeps, partner: string, kbName: string, input: BatchUrlInput) {
+  await findKnowledgeBase(deps.db, partner, kbName);
+  const results = [];
+  for (const url of input.urls) {
+    try {
+      const doc = await createDocumentFromUrl(deps, partner, kbName, { ...input, url });
+      results.push({ url, status: 'success' as const, document_id: doc.id });
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err;
+      results.push({ url, status: 'failed' as const, document_id: null, error: err.message });
     }
   }
   const succeeded = results.filter((r) => r.status === 'success').length;

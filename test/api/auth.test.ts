@@ -227,6 +227,13 @@ describe('API authentication and authorization', function () {
     },
     { method: 'GET', path: '/api/document/{partner}/{kb}/{doc_id}', access: 'partner', ok: 200, prepare: shared(() => `/api/document/${owner.name}/${kb}/${documentId}`) },
     {
+      method: 'POST', path: '/api/documents/{partner}/{kb}/batch', access: 'partner', ok: 200,
+      prepare: async () => {
+        const before = await documentCount();
+        return { owner, path: `/api/documents/${owner.name}/${kb}/batch`, call: { json: { folder, urls: ['http://127.0.0.1:9/never-fetched-in-this-test'] } }, unchanged: async () => assert.equal(await documentCount(), before) };
+      },
+    },
+    {
       method: 'POST', path: '/api/documents/{partner}/{kb}/files/batch', access: 'partner', ok: 200,
       prepare: async () => {
         const before = await documentCount();

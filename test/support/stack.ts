@@ -99,6 +99,8 @@ export function systemEnv(overrides: Record<string, string> = {}): Record<string
     WORKFLOW_BUNDLE_PATH: s.workflowBundlePath,
     PORT: '0',
     LOG_LEVEL: 'warn',
+    // Tests serve their web pages from loopback servers of their own.
+    URL_FETCH_ALLOW_LOOPBACK: 'true',
     ...overrides,
   };
 }

@@ -1,0 +1,2 @@
+-- AlterTable
+ALTER TABLE "documents" ADD COLUMN     "nameFromSource" BOOLEAN NOT NULL DEFAULT false;
