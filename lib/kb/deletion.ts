@@ -35,9 +35,15 @@ async function runDeletion(deps: DeletionDeps, workflowId: string, input: Deleti
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
   }
+  // Poll with short, bounded calls: a long-poll for the result would outlive the request.
   const handle = deps.temporal.workflow.getHandle(workflowId);
-  const finished = await Promise.race([handle.result().then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), WAIT_FOR_CLEANUP_MS))]);
-  if (finished) return { status: 'deleted' as const };
+  const deadline = Date.now() + WAIT_FOR_CLEANUP_MS;
+  for (;;) {
+    const status = (await handle.describe()).status.name;
+    if (status === 'COMPLETED') return { status: 'deleted' as const };
+    if (status !== 'RUNNING' || Date.now() > deadline) break;
+    await new Promise((r) => setTimeout(r, 150));
+  }
   return {
     status: 'delete_pending' as const,
     deletion_workflow_id: workflowId,
