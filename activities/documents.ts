@@ -13,6 +13,10 @@ import { acceptDigitizedCharacters } from '../lib/kb/content.js';
 import { fetchPage, FetchRefused } from '../lib/providers/web-fetch.js';
 import { extractPage, UnsupportedContentType } from '../lib/kb/article.js';
 import type { Config } from '../lib/config.js';
+import { extractFile, UnreadableDocument } from '../lib/kb/extractors/index.js';
+import fsp from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 
 export interface DocumentActivityDeps {
   db: Db;
@@ -46,6 +50,27 @@ export function createDocumentActivities({ db, storage, index, embedder, config 
   }
 
   const withoutQueue = (queues: string[], queue: string) => queues.filter((q) => q !== queue);
+
+  /**
+   * Runs the extractor for the original's format on a local copy (any storage adapter works). An
+   * unreadable document fails for good with its reason; a missing tool or a crash is retried.
+   */
+  async function extractStoredOriginal(documentId: string, extension: string, shownName: string): Promise<string> {
+    const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'kb-extract-'));
+    try {
+      const local = path.join(dir, `original.${extension}`);
+      await fsp.writeFile(local, await storage.read(documentFiles.original(documentId, extension)));
+      const { text } = await extractFile(local, extension);
+      const normalised = text.replace(/^\uFEFF/, '').replace(/\r\n?/g, '\n');
+      if (!normalised.trim()) throw ApplicationFailure.nonRetryable(`${shownName} contains no text`, PERMANENT);
+      return normalised;
+    } catch (err) {
+      if (err instanceof UnreadableDocument) throw ApplicationFailure.nonRetryable(`${shownName}: ${err.message}`, PERMANENT);
+      throw err;
+    } finally {
+      await fsp.rm(dir, { recursive: true, force: true });
+    }
+  }
 
   /**
    * A URL document: fetch the page safely (no private, loopback or link-local targets unless
@@ -98,15 +123,7 @@ export function createDocumentActivities({ db, storage, index, embedder, config 
       if (await storage.exists(cacheKey)) return { charCount: countCharacters(await storage.readText(cacheKey)), cached: true };
       if (doc.type === 'url' && !doc.fileOriginal) return extractUrl(doc);
       if (!doc.fileOriginal || !doc.originalExtension) throw ApplicationFailure.nonRetryable('the document has no original file to digitize', PERMANENT);
-      const raw = await storage.read(documentFiles.original(documentId, doc.originalExtension));
-      let text: string;
-      try {
-        text = new TextDecoder('utf-8', { fatal: true }).decode(raw);
-      } catch {
-        throw ApplicationFailure.nonRetryable(`${doc.fileOriginal} is not valid UTF-8 text`, PERMANENT);
-      }
-      text = text.replace(/^\uFEFF/, '').replace(/\r\n?/g, '\n');
-      if (!text.trim()) throw ApplicationFailure.nonRetryable(`${doc.fileOriginal} contains no text`, PERMANENT);
+      const text = await extractStoredOriginal(documentId, doc.originalExtension, doc.fileOriginal);
       await storage.write(cacheKey, text);
       return { charCount: countCharacters(text), cached: false };
     },

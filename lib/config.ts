@@ -26,6 +26,8 @@ export interface Config {
   /** URL documents: whether pages on private / loopback addresses may be fetched (default: no). */
   urlFetchAllowPrivate: boolean;
   urlFetchAllowLoopback: boolean;
+  /** Speech-to-text model of the OpenAI-compatible API; null transcribes locally with PocketSphinx. */
+  transcriptionModel: string | null;
 }
 
 export class ConfigError extends Error {
@@ -95,6 +97,7 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError(`TEMPORAL_ADDRESS must be host:port, got ${JSON.stringify(temporalAddress)}`);
   }
   const openaiBaseUrl = env.OPENAI_BASE_URL ? urlSetting('OPENAI_BASE_URL', env.OPENAI_BASE_URL, ['http:', 'https:']) : null;
+  if (env.TRANSCRIPTION_MODEL && !openaiBaseUrl) throw new ConfigError('TRANSCRIPTION_MODEL needs OPENAI_BASE_URL (the OpenAI-compatible API that serves it)');
   const logLevel = read(env, 'LOG_LEVEL');
   if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) {
     throw new ConfigError(`LOG_LEVEL must be one of debug, info, warn, error, got ${JSON.stringify(logLevel)}`);
@@ -116,6 +119,7 @@ export function loadConfig(env: Env = process.env): Config {
     workflowBundlePath: env.WORKFLOW_BUNDLE_PATH ? path.resolve(env.WORKFLOW_BUNDLE_PATH) : null,
     workerMaxActivities: integerSetting('WORKER_MAX_ACTIVITIES', read(env, 'WORKER_MAX_ACTIVITIES'), 1, 1000),
     budgetSweepIntervalSeconds: integerSetting('BUDGET_SWEEP_INTERVAL_SECONDS', read(env, 'BUDGET_SWEEP_INTERVAL_SECONDS'), 1, 86400),
+    transcriptionModel: env.TRANSCRIPTION_MODEL || null,
     urlFetchAllowPrivate: booleanSetting('URL_FETCH_ALLOW_PRIVATE', env.URL_FETCH_ALLOW_PRIVATE),
     urlFetchAllowLoopback: booleanSetting('URL_FETCH_ALLOW_LOOPBACK', env.URL_FETCH_ALLOW_LOOPBACK),
     budgetSweepGraceSeconds: integerSetting('BUDGET_SWEEP_GRACE_SECONDS', read(env, 'BUDGET_SWEEP_GRACE_SECONDS'), 0, 7 * 86400),

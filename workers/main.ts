@@ -4,6 +4,8 @@ import { loadConfigOrExit } from '../lib/config.js';
 import { createServices } from '../lib/runtime.js';
 import { createActivities } from '../activities/index.js';
 import { connectTemporalClient, ensureBudgetSweeper } from '../lib/temporal.js';
+import { setDefaultSpeechToText } from '../lib/kb/extractors/media.js';
+import { OpenAiCompatibleSpeechToText } from '../lib/providers/speech-to-text.js';
 
 /**
  * The worker process: polls the task queue for workflow and activity tasks. Run as many as the
@@ -12,6 +14,10 @@ import { connectTemporalClient, ensureBudgetSweeper } from '../lib/temporal.js';
  */
 const config = loadConfigOrExit();
 const services = createServices(config, 'worker');
+
+if (config.transcriptionModel && config.openaiBaseUrl) {
+  setDefaultSpeechToText(new OpenAiCompatibleSpeechToText({ baseURL: config.openaiBaseUrl, apiKey: config.openaiApiKey ?? '', model: config.transcriptionModel }));
+}
 
 Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: ['SIGINT', 'SIGTERM'] });
 

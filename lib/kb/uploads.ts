@@ -17,8 +17,6 @@ export const supportedExtensions = [
   'json', 'xml', 'yaml', 'yml', 'mp4', 'mov', 'm4v', 'avi', 'mp3', 'wav', 'm4a', 'jpg', 'jpeg', 'png', 'tif', 'tiff', 'gif', 'webp',
 ];
 export const blockedArchiveExtensions = ['zip', 'tar', 'gz', 'tgz', 'rar', '7z', 'bz2', 'xz'];
-/** What this build digitizes today; the remaining supported formats arrive with their extractors. */
-export const digitizableExtensions = ['txt', 'md', 'markdown'];
 
 export function extensionOf(filename: string): string {
   return path.extname(filename).replace(/^\./, '').toLowerCase();
@@ -48,8 +46,5 @@ export async function checkUpload(
   }
   const verdict = await checkFileSignature({ path: file.path, name: file.originalName, extension });
   if (!verdict.ok) throw badRequest(verdict.reason);
-  if (!digitizableExtensions.includes(extension)) {
-    throw new AppError('bad_request', `.${extension} files cannot be digitized by this deployment yet; upload text or Markdown`, undefined, 501);
-  }
   return { extension, kind: verdict.kind };
 }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { client, eventually, useRunningSystem } from '../support/system.js';
 import { newKnowledgeBase, newPartner } from '../support/fixtures.js';
+import { pdf } from '../support/samples.js';
 
 describe('document endpoints (spec 4.3)', function () {
   this.timeout(120_000);
@@ -123,6 +124,19 @@ describe('document endpoints (spec 4.3)', function () {
     assert.match(refused.body.detail, /audio and video uploads are not enabled/);
     const allowed = await upload({});
     assert.notEqual(allowed.status, 403, 'the default partner may send audio');
+  });
+
+  it('a PDF upload is digitized with its text and embedded', async () => {
+    const { partner, kb, folder } = await newKnowledgeBase(http);
+    const created = await http('POST', `/api/documents/${partner.name}/${kb}`, {
+      key: partner.key,
+      form: { type: 'file', folder, use_original_as_rewritten: 'true', file: { name: 'almanac.pdf', content: pdf(['Low water at Dover is at 04:12.', 'High water follows at 10:31.']) } },
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    await eventually('embedding', async () => (await http('GET', `/api/document/${partner.name}/${kb}/${created.body.id}`, { key: partner.key })).body.embedding_status === 'success');
+    const digitized = await http('GET', `/api/documents/${partner.name}/${kb}/${created.body.id}/content/digitized`, { key: partner.key });
+    assert.match(digitized.body.content, /Low water at Dover is at 04:12\./);
+    assert.match(digitized.body.content, /High water follows at 10:31\./);
   });
 
   it('max_documents holds when uploads race', async () => {

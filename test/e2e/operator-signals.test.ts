@@ -7,6 +7,7 @@ import { testStack } from '../support/stack.js';
 import { binaries } from '../../scripts/stack.js';
 import { workflowIds } from '../../lib/temporal.js';
 import { documentFiles } from '../../lib/storage.js';
+import { pdf } from '../support/samples.js';
 
 const run = promisify(execFile);
 
@@ -19,17 +20,17 @@ describe('operator signals: retry, pause and resume from the Temporal CLI', func
 
   it('a failed step waits with a readable error, is paused and resumed, and a retry finishes it from the failed step', async () => {
     const { partner, kb, folder } = await newKnowledgeBase(http);
-    // Latin-1 bytes in a .txt file: accepted at upload, but not valid UTF-8, so digitization fails.
+    // A valid PDF without any text (a scanned page, say): accepted at upload, but digitization fails.
     const created = await http('POST', `/api/documents/${partner.name}/${kb}`, {
       key: partner.key,
-      form: { type: 'file', folder, use_original_as_rewritten: 'true', file: { name: 'menu.txt', content: Buffer.from('Caf\xe9 cr\xe8me br\xfbl\xe9e', 'latin1') } },
+      form: { type: 'file', folder, use_original_as_rewritten: 'true', file: { name: 'menu.pdf', content: pdf([]) } },
     });
     assert.equal(created.status, 201);
     const id = created.body.id as string;
     const read = async () => (await http('GET', `/api/document/${partner.name}/${kb}/${id}`, { key: partner.key })).body;
 
     const failed = await eventually('the failure to be recorded', async () => ((await read()).processing_error ? read() : null));
-    assert.match(failed.processing_error, /not valid UTF-8/);
+    assert.match(failed.processing_error, /menu\.pdf: the PDF contains no extractable text/);
     assert.deepEqual(failed.in_queues, []);
     const handle = system.api.deps.temporal.workflow.getHandle(workflowIds.document(id));
     assert.equal((await handle.describe()).status.name, 'RUNNING', 'the workflow keeps the work and waits for a retry');
@@ -37,7 +38,7 @@ describe('operator signals: retry, pause and resume from the Temporal CLI', func
     assert.match(listed, new RegExp(workflowIds.document(id)), 'operators find stuck work by search attribute');
 
     // The operator fixes the cause (here: replaces the stored original), pauses, retries, resumes.
-    await system.api.deps.storage.write(documentFiles.original(id, 'txt'), 'Café crème brûlée, served warm.');
+    await system.api.deps.storage.write(documentFiles.original(id, 'pdf'), pdf(['Cafe creme brulee, served warm.']));
     await temporalCli('workflow', 'signal', '--workflow-id', workflowIds.document(id), '--name', 'pause');
     await temporalCli('workflow', 'signal', '--workflow-id', workflowIds.document(id), '--name', 'retry');
     await eventually('the pipeline to hold while paused', async () => (await handle.query<{ status: string }>('progress')).status === 'paused');
@@ -49,7 +50,9 @@ describe('operator signals: retry, pause and resume from the Temporal CLI', func
       return d.embedding_status === 'success' ? d : null;
     });
     assert.equal(done.processing_error, null);
-    assert.equal(done.digitized_char_count, [...'Café crème brûlée, served warm.'].length);
+    assert.equal(done.processing_error, null);
+    const digitized = await http('GET', `/api/documents/${partner.name}/${kb}/${id}/content/digitized`, { key: partner.key });
+    assert.match(digitized.body.content, /Cafe creme brulee, served warm\./);
     const result = await handle.result();
     assert.equal(result.status, 'completed');
     assert.deepEqual(result.completedSteps, ['digitize', 'finalize_original', 'embed']);

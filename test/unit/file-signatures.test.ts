@@ -415,7 +415,7 @@ describe('upload validation by file signature', () => {
     });
   });
 
-  describe('checkUpload: 400 for invalid content, 501 for valid but not yet digitizable, OK for text', () => {
+  describe('checkUpload: 400 for invalid content, OK for valid files of every supported kind', () => {
     const upload = (name: string, content: Buffer | string) => {
       const file = sample(name, content);
       return checkUpload({ originalName: name, path: file.path, size: fs.statSync(file.path).size });
@@ -434,14 +434,13 @@ describe('upload validation by file signature', () => {
       assert.deepEqual(await upload('notes.txt', 'Tide tables.'), { extension: 'txt', kind: 'text' });
       assert.deepEqual(await upload('notes.md', '# Tides'), { extension: 'md', kind: 'text' });
     });
-    it('a valid PDF, DOCX, PNG or MP4 is 501 (not digitizable yet)', async () => {
+    it('a valid PDF, DOCX, PNG or MP4 passes', async () => {
       for (const [name, content] of [['report.pdf', pdf()], ['letter.docx', docx()], ['icon.png', png()], ['clip.mp4', isoMedia('isom')]] as const) {
         const result = await status(upload(name, content));
-        assert.equal(result.status, 501, `${name}: ${result.message}`);
-        assert.match(result.message, /cannot be digitized by this deployment yet/);
+        assert.equal(result.status, 200, `${name}: ${result.message}`);
       }
     });
-    it('an invalid file of a not-yet-digitizable format is 400, not 501', async () => {
+    it('an invalid PDF, DOCX or PNG is 400', async () => {
       const cases: Array<[string, Buffer | string, RegExp]> = [
         ['empty.pdf', '', /empty\.pdf is empty/],
         ['cut.pdf', pdf().subarray(0, 100), /cut\.pdf is truncated/],
