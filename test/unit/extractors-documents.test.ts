@@ -274,7 +274,7 @@ describe('document text extraction', () => {
     it('returns text as is, UTF-8, BOM dropped, LF line ends', async () => {
       for (const ext of ['txt', 'md', 'markdown', 'py', 'js', 'css']) {
         const { text, title } = await extractDocument(write(`a.${ext}`, '\uFEFF# Title é\r\n\r\n  indented line\r\n'), ext);
-        assert.equal(text, '# Title é\n\n  indented line');
+        assert.equal(text, '# Title é\n\n  indented line\n', 'kept as written, trailing newline included');
         assert.equal(title, null);
       }
     });

@@ -50,7 +50,9 @@ const plainTextExtensions = new Set(['txt', 'md', 'markdown', 'py', 'js', 'css']
 export async function extractDocument(filePath: string, extension: string): Promise<Extracted> {
   const ext = extension.replace(/^\./, '').toLowerCase();
   const result = await extractByKind(filePath, ext);
-  const text = normalizeText(result.text);
+  // Text and code are digitized exactly as written (only the BOM and CR line ends go), so that
+  // their character counts are what the user uploaded; extracted formats are tidied.
+  const text = plainTextExtensions.has(ext) ? result.text.replace(/^\uFEFF/, '').replace(/\r\n?/g, '\n') : normalizeText(result.text);
   if (text.trim() === '') throw new UnreadableDocument(emptyReason(ext));
   const title = result.title?.replace(/\s+/g, ' ').trim() || null;
   return { text, title };
