@@ -29,6 +29,18 @@ export interface DocumentDeps {
   taskQueue: string;
 }
 
+/** Fields every new document to be processed takes from the create request. */
+function processingFields(input: Omit<CreateDocumentInput, 'type'>) {
+  return {
+    userEmail: input.user_email ?? null,
+    expertName: input.expert_name ?? null,
+    autoRewrite: input.auto_rewrite,
+    useOriginalAsRewritten: input.use_original_as_rewritten,
+    modelTier: input.model_tier,
+    inQueues: ['digitize'],
+  };
+}
+
 /** The steps a new upload runs, from the flags the client sent. */
 export function stepsForNewUpload(input: Pick<CreateDocumentInput, 'use_original_as_rewritten'>): PipelineStep[] {
   return input.use_original_as_rewritten ? ['digitize', 'finalize_original', 'embed'] : ['digitize'];
@@ -73,12 +85,7 @@ export async function createDocumentFromFile(deps: DocumentDeps, partner: string
         type: 'file',
         originalExtension: extension,
         fileOriginal: file.originalName,
-        userEmail: input.user_email ?? null,
-        expertName: input.expert_name ?? null,
-        autoRewrite: input.auto_rewrite,
-        useOriginalAsRewritten: input.use_original_as_rewritten,
-        modelTier: input.model_tier,
-        inQueues: ['digitize'],
+        ...processingFields(input),
       },
       include: { folder: true },
     }));
@@ -176,12 +183,7 @@ export async function createDocumentFromUrl(deps: DocumentDeps, partner: string,
         nameFromSource: !input.name?.trim(),
         type: 'url',
         url: input.url,
-        userEmail: input.user_email ?? null,
-        expertName: input.expert_name ?? null,
-        autoRewrite: input.auto_rewrite,
-        useOriginalAsRewritten: input.use_original_as_rewritten,
-        modelTier: input.model_tier,
-        inQueues: ['digitize'],
+        ...processingFields(input),
       },
       include: { folder: true },
     }),
