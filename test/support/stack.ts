@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode } from '@temporalio/worker';
+import pg from 'pg';
 import { dropDatabase, ensureDatabase, freePort, migrate, startTemporal, startWeaviate, type ManagedProcess } from '../../scripts/stack.js';
 
 /**
@@ -27,7 +28,59 @@ export function testStack(): TestStack {
   return stack;
 }
 
+/** Drops databases of earlier test runs whose process is gone (a run killed before its teardown). */
+async function dropStaleTestDatabases(baseUrl: string): Promise<void> {
+  const client = new pg.Client({ connectionString: `${baseUrl}/postgres` });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE 'dwb_test_%'");
+    for (const { datname } of rows) {
+      const pid = Number(datname.slice('dwb_test_'.length));
+      if (!Number.isInteger(pid) || pid === process.pid || processAlive(pid)) continue;
+      await client.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * Stops servers and removes work directories of earlier test runs whose process is gone: a run
+ * killed outright (or crashed past its exit handlers) cannot clean up after itself.
+ */
+function stopStaleTestServers(): void {
+  for (const entry of fs.readdirSync(os.tmpdir())) {
+    if (!entry.startsWith('dwb-test-')) continue;
+    const dir = path.join(os.tmpdir(), entry);
+    let owner: { pid: number; servers: number[] };
+    try {
+      owner = JSON.parse(fs.readFileSync(path.join(dir, 'owner.json'), 'utf8'));
+    } catch {
+      continue;
+    }
+    if (processAlive(owner.pid)) continue;
+    for (const pid of owner.servers) {
+      try {
+        process.kill(pid, 'SIGTERM');
+      } catch {
+        /* already gone */
+      }
+    }
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 export async function startTestStack(): Promise<TestStack> {
+  stopStaleTestServers();
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'dwb-test-'));
   const baseUrl = process.env.TEST_DATABASE_BASE_URL ?? 'postgresql://postgres@127.0.0.1:5432';
   const databaseUrl = `${baseUrl}/dwb_test_${process.pid}`;
@@ -40,6 +93,7 @@ export async function startTestStack(): Promise<TestStack> {
     bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)), logger: quietLogger }),
     (async () => {
       await ensureDatabase(databaseUrl);
+      await dropStaleTestDatabases(baseUrl);
       await dropDatabase(databaseUrl);
       await ensureDatabase(databaseUrl);
       await migrate(databaseUrl);
@@ -52,6 +106,7 @@ export async function startTestStack(): Promise<TestStack> {
     throw (failed as PromiseRejectedResult).reason;
   }
   const bundle = (started[2] as PromiseFulfilledResult<{ code: string }>).value;
+  fs.writeFileSync(path.join(workDir, 'owner.json'), JSON.stringify({ pid: process.pid, servers: processes.map((p) => p.child.pid) }));
   const workflowBundlePath = path.join(workDir, 'workflow-bundle.js');
   fs.writeFileSync(workflowBundlePath, bundle.code);
 
