@@ -203,7 +203,7 @@ describe('budget ledger (property-based, real Postgres)', function () {
           await assertLedger(kb.id, model, admitted);
         }
       }),
-      { numRuns: 100 },
+      { numRuns: 250 },
     );
   });
 });
