@@ -10,6 +10,7 @@ import { execFile } from 'node:child_process';
 import { createReadStream, existsSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import OpenAI from 'openai';
+import { runTool } from '../process.js';
 
 export interface Transcript {
   text: string;
@@ -46,28 +47,6 @@ export async function wavDurationSeconds(wavPath: string): Promise<number> {
   } finally {
     await fh.close();
   }
-}
-
-interface RunResult { stdout: string; stderr: string }
-
-function run(cmd: string, args: string[], timeoutMs: number): Promise<RunResult> {
-  return new Promise((resolve, reject) => {
-    execFile(
-      cmd,
-      args,
-      { timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 64 * 1024 * 1024, encoding: 'utf8' },
-      (err, stdout, stderr) => {
-        if (err) {
-          const e = err as NodeJS.ErrnoException & { killed?: boolean };
-          if (e.code === 'ENOENT') reject(new Error(`${cmd} is not installed`));
-          else if (e.killed) reject(new Error(`${cmd} did not finish within ${Math.round(timeoutMs / 1000)} s`));
-          else reject(new Error(`${cmd} failed: ${String(stderr).trim().split('\n').slice(-3).join(' ') || e.message}`));
-          return;
-        }
-        resolve({ stdout, stderr });
-      },
-    );
-  });
 }
 
 export interface PocketSphinxOptions {
@@ -116,7 +95,7 @@ export class LocalPocketSphinx implements SpeechToText {
     let text: string;
     if (cli === 'continuous') {
       // 0.8/5prealpha: one hypothesis line per utterance on stdout, logging to -logfn.
-      const { stdout } = await run(
+      const { stdout } = await runTool(
         'pocketsphinx_continuous',
         ['-infile', wavPath, '-logfn', '/dev/null', ...this.modelArgs()],
         timeoutMs,
@@ -128,7 +107,7 @@ export class LocalPocketSphinx implements SpeechToText {
         .join(' ');
     } else {
       // 5.x: `pocketsphinx single FILE` prints one JSON object per utterance with its text in "t".
-      const { stdout } = await run('pocketsphinx', ['-loglevel', 'FATAL', 'single', wavPath], timeoutMs);
+      const { stdout } = await runTool('pocketsphinx', ['-loglevel', 'FATAL', 'single', wavPath], timeoutMs);
       text = stdout
         .split('\n')
         .map((l) => {

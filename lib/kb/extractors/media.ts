@@ -4,12 +4,12 @@
  * Every child process is time-bounded and killed with SIGKILL on expiry; temp files live in a
  * private directory removed in `finally`.
  */
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { LocalPocketSphinx, type SpeechToText } from '../../providers/speech-to-text.js';
 import { UnreadableDocument, type Extracted } from './types.js';
+import { runTool, ToolFailed } from '../../process.js';
 
 export const IMAGE_EXTENSIONS = ['jpg', 'jpeg', 'png', 'tif', 'tiff', 'gif', 'webp'] as const;
 export const AUDIO_VIDEO_EXTENSIONS = ['mp3', 'wav', 'm4a', 'mp4', 'mov', 'm4v', 'avi'] as const;
@@ -30,34 +30,6 @@ function speechProvider(): SpeechToText {
   return defaultSpeech;
 }
 
-class ToolFailed extends Error {
-  constructor(
-    message: string,
-    readonly stderr: string,
-    readonly missing: boolean,
-  ) {
-    super(message);
-  }
-}
-
-function run(cmd: string, args: string[], timeoutMs: number): Promise<{ stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    execFile(
-      cmd,
-      args,
-      { timeout: timeoutMs, killSignal: 'SIGKILL', maxBuffer: 64 * 1024 * 1024, encoding: 'utf8' },
-      (err, stdout, stderr) => {
-        if (!err) return resolve({ stdout, stderr });
-        const e = err as NodeJS.ErrnoException & { killed?: boolean };
-        if (e.code === 'ENOENT') return reject(new ToolFailed(`${cmd} is not installed`, '', true));
-        if (e.killed) return reject(new Error(`${cmd} did not finish within ${Math.round(timeoutMs / 1000)} s`));
-        const tail = String(stderr).trim().split('\n').slice(-3).join(' ');
-        reject(new ToolFailed(`${cmd} failed: ${tail || e.message}`, String(stderr), false));
-      },
-    );
-  });
-}
-
 function normaliseText(s: string): string {
   return s
     .replace(/\r\n?/g, '\n')
@@ -68,7 +40,7 @@ function normaliseText(s: string): string {
 }
 
 async function tesseract(file: string): Promise<string> {
-  const { stdout } = await run('tesseract', [file, 'stdout', '-l', 'eng'], OCR_TIMEOUT_MS);
+  const { stdout } = await runTool('tesseract', [file, 'stdout', '-l', 'eng'], OCR_TIMEOUT_MS);
   return stdout;
 }
 
@@ -83,7 +55,7 @@ async function ocrImage(filePath: string, ext: string, tmp: () => Promise<string
     if (!(err instanceof ToolFailed) || (err.missing && err.message.startsWith('tesseract'))) throw err;
     const png = path.join(await tmp(), 'frame.png');
     try {
-      await run(
+      await runTool(
         'ffmpeg',
         ['-nostdin', '-hide_banner', '-loglevel', 'error', '-y', '-i', filePath, '-frames:v', '1', png],
         OCR_TIMEOUT_MS,
@@ -113,7 +85,7 @@ async function transcribeMedia(
 ): Promise<Extracted> {
   let probe: string;
   try {
-    ({ stdout: probe } = await run(
+    ({ stdout: probe } = await runTool(
       'ffprobe',
       ['-v', 'error', '-select_streams', 'a', '-show_entries', 'stream=index', '-of', 'csv=p=0', filePath],
       PROBE_TIMEOUT_MS,
@@ -126,7 +98,7 @@ async function transcribeMedia(
 
   const wav = path.join(await tmp(), 'audio.wav');
   try {
-    await run(
+    await runTool(
       'ffmpeg',
       [
         '-nostdin', '-hide_banner', '-loglevel', 'error', '-y', '-i', filePath,
