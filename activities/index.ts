@@ -1,6 +1,7 @@
 import { createDocumentActivities, type DocumentActivityDeps } from './documents.js';
 import { createBudgetActivities, type BudgetActivityDeps } from './budget.js';
 import { createDeletionActivities, type DeletionActivityDeps } from './deletion.js';
+import { createEmbeddingActivities } from './embedding.js';
 
 /** Every activity the worker registers, built over the process's shared clients. */
 export function createActivities(deps: DocumentActivityDeps & BudgetActivityDeps & DeletionActivityDeps) {
@@ -8,6 +9,7 @@ export function createActivities(deps: DocumentActivityDeps & BudgetActivityDeps
     ...createDocumentActivities(deps),
     ...createBudgetActivities(deps),
     ...createDeletionActivities(deps),
+    ...createEmbeddingActivities(deps),
   };
 }
 
