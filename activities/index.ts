@@ -2,6 +2,7 @@ import { createDocumentActivities, type DocumentActivityDeps } from './documents
 import { createBudgetActivities, type BudgetActivityDeps } from './budget.js';
 import { createDeletionActivities, type DeletionActivityDeps } from './deletion.js';
 import { createEmbeddingActivities } from './embedding.js';
+import { createMessagingActivities } from './messaging.js';
 
 /** Every activity the worker registers, built over the process's shared clients. */
 export function createActivities(deps: DocumentActivityDeps & BudgetActivityDeps & DeletionActivityDeps) {
@@ -10,6 +11,7 @@ export function createActivities(deps: DocumentActivityDeps & BudgetActivityDeps
     ...createBudgetActivities(deps),
     ...createDeletionActivities(deps),
     ...createEmbeddingActivities(deps),
+    ...createMessagingActivities(deps),
   };
 }
 

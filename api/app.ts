@@ -8,6 +8,8 @@ import { errorHandler, type ErrorStyle } from './http/errors.js';
 import { buildOpenApi, type ApiInterface } from './http/openapi.js';
 import { knowledgeBaseRoutes } from './knowledge-base/routes.js';
 import { messagingRoutes } from './messaging/routes.js';
+import { quotaKeyRoutes } from './messaging/quota-key-routes.js';
+import { quotaKeyGate } from './messaging/quota-gate.js';
 import type { ApiDeps } from './deps.js';
 
 /** The interfaces this process serves; each has its own routes and error style. */
@@ -15,6 +17,7 @@ export function apiInterfaces(deps: ApiDeps): Array<ApiInterface & { errorStyle:
   return [
     { name: 'knowledge-base', description: 'Partners, knowledge bases, folders, documents, retrieval diagnostics', routes: knowledgeBaseRoutes(deps), errorStyle: 'detail' },
     { name: 'messaging', description: 'Health checks; OpenAI-compatible v3 and legacy v2 completions', routes: messagingRoutes(deps), errorStyle: 'messaging' },
+    { name: 'messaging-admin', description: 'Quota keys of the messaging interface (administrator key)', routes: quotaKeyRoutes(deps), errorStyle: 'detail' },
   ];
 }
 
@@ -56,6 +59,8 @@ export function createApp(deps: ApiDeps): express.Express {
   const openapi = buildOpenApi(interfaces, process.env.npm_package_version ?? '0.1.0');
   app.get(['/openapi.json', '/api/openapi.json'], (_req, res) => void res.json(openapi));
 
+  // Quota keys of the generation endpoints are checked before any body is read.
+  app.use(quotaKeyGate(deps));
   for (const api of interfaces) {
     const router = buildRouter(api.routes, env);
     router.use(errorHandler(api.errorStyle));

@@ -28,6 +28,21 @@ export interface Config {
   urlFetchAllowLoopback: boolean;
   /** Speech-to-text model of the OpenAI-compatible API; null transcribes locally with PocketSphinx. */
   transcriptionModel: string | null;
+  messaging: MessagingSettings;
+}
+
+/** Messaging interface (README, "Messaging"). */
+export interface MessagingSettings {
+  /** Output tokens held for a request that sets no output limit of its own. */
+  defaultOutputTokenBound: number;
+  /** A streaming answer with no event for this long gets an SSE comment, so proxies keep it open. */
+  sseKeepAliveMs: number;
+  /** Model-provider calls that have not answered in this time fail (fallback_model is then tried). */
+  upstreamTimeoutSeconds: number;
+  /** Model of legacy /v2/completions (its request names none). */
+  legacyModel: string;
+  /** How long a finished legacy completion can be read before it is gone (404). */
+  legacyRetentionSeconds: number;
 }
 
 export class ConfigError extends Error {
@@ -48,6 +63,11 @@ export const configDefaults = {
   WORKER_MAX_ACTIVITIES: '8',
   BUDGET_SWEEP_INTERVAL_SECONDS: '60',
   BUDGET_SWEEP_GRACE_SECONDS: '300',
+  MESSAGING_DEFAULT_OUTPUT_TOKENS: '4096',
+  MESSAGING_SSE_KEEPALIVE_MS: '15000',
+  MESSAGING_UPSTREAM_TIMEOUT_SECONDS: '600',
+  LEGACY_COMPLETION_MODEL: 'gpt-4.1-mini',
+  LEGACY_COMPLETION_RETENTION_SECONDS: '1200',
 } as const;
 
 /** Variables that have no default: the operator must choose them. */
@@ -123,6 +143,13 @@ export function loadConfig(env: Env = process.env): Config {
     urlFetchAllowPrivate: booleanSetting('URL_FETCH_ALLOW_PRIVATE', env.URL_FETCH_ALLOW_PRIVATE),
     urlFetchAllowLoopback: booleanSetting('URL_FETCH_ALLOW_LOOPBACK', env.URL_FETCH_ALLOW_LOOPBACK),
     budgetSweepGraceSeconds: integerSetting('BUDGET_SWEEP_GRACE_SECONDS', read(env, 'BUDGET_SWEEP_GRACE_SECONDS'), 0, 7 * 86400),
+    messaging: {
+      defaultOutputTokenBound: integerSetting('MESSAGING_DEFAULT_OUTPUT_TOKENS', read(env, 'MESSAGING_DEFAULT_OUTPUT_TOKENS'), 1, 10_000_000),
+      sseKeepAliveMs: integerSetting('MESSAGING_SSE_KEEPALIVE_MS', read(env, 'MESSAGING_SSE_KEEPALIVE_MS'), 10, 3_600_000),
+      upstreamTimeoutSeconds: integerSetting('MESSAGING_UPSTREAM_TIMEOUT_SECONDS', read(env, 'MESSAGING_UPSTREAM_TIMEOUT_SECONDS'), 1, 86400),
+      legacyModel: read(env, 'LEGACY_COMPLETION_MODEL'),
+      legacyRetentionSeconds: integerSetting('LEGACY_COMPLETION_RETENTION_SECONDS', read(env, 'LEGACY_COMPLETION_RETENTION_SECONDS'), 1, 30 * 86400),
+    },
   };
 }
 

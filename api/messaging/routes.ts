@@ -1,8 +1,31 @@
-import { defineRoute, type RouteDefinition } from '../http/route.js';
+import { defineRoute, type HandlerInput, type Reply, type RouteDefinition } from '../http/route.js';
 import type { ApiDeps } from '../deps.js';
 import { checkDependencies } from '../../lib/health.js';
+import type { QuotaKeyPrincipal } from '../../lib/messaging/quota-keys.js';
+import { chatCompletions, responses, type GenerationOutcome } from '../../lib/messaging/generation.js';
+import { UpstreamError } from '../../lib/messaging/upstream.js';
+import { readLegacyCompletion, requestLegacyCompletion } from '../../lib/messaging/legacy.js';
+import { chatCompletionBody, legacyCompletionBody, legacyIdParams, messagingErrors, responsesBody } from './schemas.js';
 
 const startedAt = Date.now();
+
+const quotaKeyAuth =
+  'Authentication: a quota key (`Authorization: Bearer <key>`, or `X-API-Key: <key>`), checked by the quota gate (api/messaging/quota-gate.ts) before the body is read.';
+
+/** Model-provider failures keep the OpenAI error shape (`error`) next to the service's `detail`. */
+async function generate(input: HandlerInput, deps: ApiDeps, run: typeof chatCompletions): Promise<Reply> {
+  const key = input.res.locals.quotaKey as QuotaKeyPrincipal;
+  let outcome: GenerationOutcome;
+  try {
+    outcome = await run({ deps, key, requestId: input.requestId, log: input.log, res: input.res }, input.body);
+  } catch (err) {
+    if (!(err instanceof UpstreamError)) throw err;
+    input.log.warn('model provider failed', { status: err.status, detail: err.message });
+    const endpoint = input.req.originalUrl.split('?')[0];
+    return { status: err.status, body: { error: err.openaiError, detail: { code: err.code, message: err.message, context: { request_id: input.requestId, endpoint } } } };
+  }
+  return 'json' in outcome ? { body: outcome.json } : undefined;
+}
 
 /** The messaging interface (spec: messaging.md). Error bodies: `{detail: {code, message, context}}`. */
 export function messagingRoutes(deps: ApiDeps): RouteDefinition[] {
@@ -22,6 +45,34 @@ export function messagingRoutes(deps: ApiDeps): RouteDefinition[] {
         const ok = Object.values(checks).every((c) => c.ok);
         return { status: ok ? 200 : 503, body: { status: ok ? 'ok' : 'degraded', checks } };
       },
+    }),
+    defineRoute({
+      method: 'post', path: '/v3/chat/completions', access: 'none', summary: 'OpenAI-compatible chat completion (quota key)',
+      description: `${quotaKeyAuth} Needs quota type \`chat\` or \`any\`. \`stream: true\` answers server-sent events (\`data: <chunk>\`, then \`data: [DONE]\`). The character of \`metadata.service\` becomes a system message (with knowledge context when it names a knowledge base); chat completions never carry visibility items.`,
+      body: { type: 'json', schema: chatCompletionBody },
+      responses: { 200: { description: 'A chat.completion object, or an SSE stream of chat.completion.chunk' }, ...messagingErrors },
+      handler: (input) => generate(input, deps, chatCompletions),
+    }),
+    defineRoute({
+      method: 'post', path: '/v3/responses', access: 'none', summary: 'OpenAI-compatible responses (quota key), with knowledge visibility items',
+      description: `${quotaKeyAuth} Needs quota type \`responses\` or \`any\`. For a knowledge-enabled character the output starts with the visibility items of spec 2.4 (\`rs_service_\`, \`fs_service_\`); streamed, the events follow spec section 4.`,
+      body: { type: 'json', schema: responsesBody },
+      responses: { 200: { description: 'A response object, or an SSE stream of response events' }, ...messagingErrors },
+      handler: (input) => generate(input, deps, responses),
+    }),
+    defineRoute({
+      method: 'post', path: '/v2/completions', access: 'none', deprecated: true, summary: 'Legacy completion (deprecated: use /v3)',
+      description: `Deprecated: do not use for new projects; /v3 is the OpenAI-compatible interface. ${quotaKeyAuth} Needs quota type \`legacy\` or \`any\`. Answers \`{id: "/v2/completions/<id>", state: "in-progress"}\`; the completion runs as the workflow \`legacy-completion-<id>\`.`,
+      body: { type: 'json', schema: legacyCompletionBody },
+      responses: { 202: { description: '`{id, state}`' }, ...messagingErrors },
+      handler: async ({ body, res }) => ({ status: 202, body: await requestLegacyCompletion(deps, res.locals.quotaKey, body.input) }),
+    }),
+    defineRoute({
+      method: 'get', path: '/v2/completions/{id}', access: 'none', deprecated: true, summary: 'Poll a legacy completion (deprecated)',
+      description: `Deprecated. ${quotaKeyAuth} \`{id, state, output, created_at, expires_at}\` (\`error\` too when failed). Finished results are kept for LEGACY_COMPLETION_RETENTION_SECONDS (20 minutes); afterwards, and for ids of other keys, 404.`,
+      params: legacyIdParams,
+      responses: { 200: { description: 'The completion' }, 404: { description: 'Unknown or expired' } },
+      handler: async ({ params, res }) => ({ body: await readLegacyCompletion(deps, res.locals.quotaKey, params.id) }),
     }),
   ];
 }

@@ -13,6 +13,8 @@ export interface UpstreamCall {
   headers: http.IncomingHttpHeaders;
   body: any;
   at: number;
+  /** Set when the caller closed the connection before the answer was complete (a cancelled call). */
+  abortedAt?: number;
 }
 
 export type Reply =
@@ -107,6 +109,9 @@ export async function startOpenAiUpstream(responder: Responder = echoResponder):
     }
     const call: UpstreamCall = { method: req.method ?? 'GET', path: (req.url ?? '/').split('?')[0]!, headers: req.headers, body, at: Date.now() };
     const index = calls.push(call) - 1;
+    res.on('close', () => {
+      if (!res.writableFinished) call.abortedAt = Date.now();
+    });
     let reply: Reply;
     try {
       reply = await current(call, index);

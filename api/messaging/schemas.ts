@@ -1,0 +1,134 @@
+import type { JsonSchema } from '../http/validation.js';
+import { quotaTypes } from '../../lib/messaging/quota-keys.js';
+import { serviceMetadataSchema } from '../../lib/messaging/service-metadata.js';
+
+/**
+ * Request schemas of the messaging interface. The OpenAI-shaped bodies are validated for the
+ * fields the service reads and otherwise forwarded as sent (additional properties allowed), so a
+ * provider feature this service does not know about still reaches the model.
+ */
+const tokenLimit: JsonSchema = { type: 'integer', minimum: 1, maximum: 10_000_000 };
+
+export const reasoningSchema: JsonSchema = {
+  type: 'object',
+  description: 'Passed to the model request only: `{effort: none|minimal|low|medium|high}` or `{max_tokens: n}` (thinking budget, separate from the answer limit)',
+  properties: {
+    effort: { type: 'string', enum: ['none', 'minimal', 'low', 'medium', 'high', 'xhigh'] },
+    max_tokens: { type: 'integer', minimum: 0, maximum: 10_000_000 },
+  },
+};
+
+const metadataSchema: JsonSchema = {
+  type: 'object',
+  description: '`service` is the character (validated, applied by this service, never forwarded); other keys are forwarded',
+  properties: { service: serviceMetadataSchema as unknown as JsonSchema },
+};
+
+const common = {
+  model: { type: 'string', minLength: 1, maxLength: 200 },
+  stream: { type: 'boolean' },
+  reasoning: reasoningSchema,
+  fallback_model: { type: 'string', minLength: 1, maxLength: 200, description: 'Tried once when the requested model fails' },
+  metadata: metadataSchema,
+};
+
+export const chatCompletionBody: JsonSchema = {
+  type: 'object',
+  required: ['model', 'messages'],
+  properties: {
+    ...common,
+    messages: {
+      type: 'array',
+      minItems: 1,
+      items: { type: 'object', required: ['role'], properties: { role: { type: 'string', minLength: 1 } } },
+    },
+    max_completion_tokens: tokenLimit,
+    max_tokens: tokenLimit,
+  },
+};
+
+export const responsesBody: JsonSchema = {
+  type: 'object',
+  required: ['model', 'input'],
+  properties: {
+    ...common,
+    input: { oneOf: [{ type: 'string', minLength: 1 }, { type: 'array', minItems: 1 }] },
+    instructions: { type: 'string' },
+    max_output_tokens: tokenLimit,
+  },
+};
+
+export const legacyCompletionBody: JsonSchema = {
+  type: 'object',
+  required: ['input'],
+  additionalProperties: false,
+  properties: {
+    input: {
+      type: 'object',
+      required: ['messages'],
+      additionalProperties: false,
+      properties: {
+        messages: {
+          type: 'array',
+          minItems: 1,
+          items: {
+            type: 'object',
+            required: ['role', 'content'],
+            additionalProperties: false,
+            properties: { role: { type: 'string', enum: ['user', 'assistant', 'system'] }, content: { type: 'string', maxLength: 200_000 } },
+          },
+        },
+        audio_files: { type: 'array', items: { type: 'string' }, description: 'Not supported: a non-empty list answers 501' },
+        character: {
+          oneOf: [
+            { type: 'string', minLength: 1, maxLength: 100 },
+            {
+              type: 'object',
+              required: ['name'],
+              additionalProperties: false,
+              properties: { name: { type: 'string', minLength: 1, maxLength: 100 }, prompt: { type: 'string', maxLength: 50_000 } },
+            },
+          ],
+        },
+        character_params: { type: 'object', additionalProperties: { type: ['string', 'number', 'boolean'] }, description: 'Values for `{{name}}` placeholders of the character prompt' },
+      },
+    },
+  },
+};
+
+export const legacyIdParams: JsonSchema = { type: 'object', required: ['id'], properties: { id: { type: 'string', minLength: 1, maxLength: 100 } } };
+
+export const createQuotaKeyBody: JsonSchema = {
+  type: 'object',
+  required: ['name', 'quota_type', 'token_amount'],
+  additionalProperties: false,
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: 200, description: 'A label for operators' },
+    quota_type: { type: 'string', enum: [...quotaTypes], description: 'chat: /v3/chat/completions; responses: /v3/responses; legacy: /v2/completions; any: all three' },
+    token_amount: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'Lifetime allowance of model tokens (input + output)' },
+    partner: { type: ['string', 'null'], pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$', description: "Whose knowledge bases characters may use; omitted: none" },
+  },
+};
+
+export const quotaKeyIdParams: JsonSchema = { type: 'object', required: ['id'], properties: { id: { type: 'string', format: 'uuid' } } };
+
+const errorDetail: JsonSchema = {
+  type: 'object',
+  required: ['detail'],
+  properties: {
+    detail: {
+      type: 'object',
+      required: ['code', 'message', 'context'],
+      properties: { code: { type: 'string' }, message: { type: 'string' }, context: { type: 'object', properties: { request_id: { type: 'string' }, endpoint: { type: 'string' } } } },
+    },
+    error: { type: 'object', description: 'OpenAI-shaped error, present on model-provider failures' },
+  },
+};
+
+export const messagingErrors = {
+  400: { description: 'Invalid body, metadata.service or character', schema: errorDetail },
+  401: { description: 'Missing or invalid quota key (`invalid_api_key`)', schema: errorDetail },
+  403: { description: "Quota type not allowed for this endpoint, or knowledge base outside the key's partner scope", schema: errorDetail },
+  429: { description: 'Quota exhausted (`quota_exceeded`)', schema: errorDetail },
+  502: { description: 'Model provider failure (also after fallback_model)', schema: errorDetail },
+};

@@ -1,0 +1,93 @@
+import crypto from 'node:crypto';
+import type { Db } from '../db.js';
+import type { EmbeddingProvider } from '../providers/embeddings.js';
+import type { VectorIndex } from '../providers/vector-index.js';
+import { ragSearch } from '../kb/rag-search.js';
+import type { Character } from './service-metadata.js';
+
+/**
+ * Knowledge context of a knowledge-enabled character: one search through the knowledge-base
+ * service's own hybrid retrieval (lib/kb/rag-search.ts), the hits injected into the model's
+ * instructions in full, and the visibility items of spec 2.4, which carry only short previews.
+ */
+export const PREVIEW_CHARS = 200;
+
+export interface KnowledgeSource {
+  file_id: string;
+  filename: string;
+  score: number;
+  text: string;
+  attributes: { chunk_index: number; retrievers: string[] };
+}
+
+export interface KnowledgeResult {
+  query: string;
+  sources: KnowledgeSource[];
+  /** The full chunk texts, for the instructions only. */
+  context: string | null;
+}
+
+/** Whitespace trimmed and collapsed, then cut to 200 characters (code points, never a half pair). */
+export function preview(text: string): string {
+  const collapsed = text.replace(/\s+/gu, ' ').trim();
+  const chars = [...collapsed];
+  return chars.length <= PREVIEW_CHARS ? collapsed : chars.slice(0, PREVIEW_CHARS).join('');
+}
+
+export async function retrieveKnowledge(
+  deps: { db: Db; index: VectorIndex; embedder: EmbeddingProvider },
+  character: Character,
+  query: string,
+): Promise<KnowledgeResult> {
+  const k = character.knowledge!;
+  const found = await ragSearch(deps, { partner: k.partner, kb: k.kb, user_message: query.slice(0, 20_000) }, false);
+  const hits = found.combined_results.slice(0, k.maxResults);
+  const sources = hits.map((h) => ({
+    file_id: h.document_id,
+    filename: h.document_name,
+    score: h.score,
+    text: preview(h.text),
+    attributes: { chunk_index: h.chunk_index, retrievers: Object.keys(h.retrievers ?? {}) },
+  }));
+  const context = hits.length
+    ? [
+        `Knowledge base excerpts for ${character.name}. Use them when they are relevant to the user's question; say so when they do not answer it.`,
+        ...hits.map((h, i) => `[${i + 1}] ${h.document_name}:\n${h.text}`),
+      ].join('\n\n')
+    : null;
+  return { query, sources, context };
+}
+
+/** The system instructions the model receives: character prompt, client instructions, knowledge. */
+export function composeInstructions(parts: Array<string | null | undefined>): string | undefined {
+  const kept = parts.filter((p): p is string => typeof p === 'string' && p.trim().length > 0);
+  return kept.length ? kept.join('\n\n') : undefined;
+}
+
+const serviceId = (prefix: 'rs_service_' | 'fs_service_') => `${prefix}${crypto.randomBytes(12).toString('hex')}`;
+
+/** The three visibility items of spec 2.4, ids fixed when the search starts. */
+export function visibilityItems() {
+  const searching = {
+    id: serviceId('rs_service_'),
+    type: 'reasoning' as const,
+    summary: [{ type: 'summary_text' as const, text: 'Searching the knowledge base...' }],
+  };
+  const fileSearchId = serviceId('fs_service_');
+  const foundId = serviceId('rs_service_');
+  return {
+    searching,
+    fileSearch: (query: string, status: 'in_progress' | 'searching' | 'completed', results: KnowledgeSource[] | null) => ({
+      id: fileSearchId,
+      type: 'file_search_call' as const,
+      status,
+      queries: [query],
+      results,
+    }),
+    found: (n: number) => ({
+      id: foundId,
+      type: 'reasoning' as const,
+      summary: [{ type: 'summary_text' as const, text: `Found ${n} relevant documents, thinking...` }],
+    }),
+  };
+}

@@ -1,0 +1,307 @@
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import { client, eventually, startApi, type RunningApi } from '../support/system.js';
+import { chatCompletion, startOpenAiUpstream, type OpenAiUpstream, type UpstreamCall } from '../support/openai-upstream.js';
+import { testStack } from '../support/stack.js';
+import { newPartner } from '../support/fixtures.js';
+import { estimateTokens } from '../../lib/messaging/quota.js';
+import { chatChunks, collect, newQuotaKey, responseEvents, responseObject, v3Client } from './support.js';
+
+/**
+ * The v3 messaging endpoints through the official `openai` client, against a local server that
+ * speaks the provider's protocol: shapes, streaming, what reaches the provider, quota keys and
+ * every error path.
+ */
+describe('messaging v3: chat completions and responses through the openai client', function () {
+  let upstream: OpenAiUpstream;
+  let api: RunningApi;
+  let http: ReturnType<typeof client>;
+  let key: string;
+  let openai: OpenAI;
+
+  const defaultResponder = (call: UpstreamCall) => {
+    const stream = call.body?.stream === true;
+    if (call.path.endsWith('/chat/completions')) return stream ? { sse: chatChunks(call, 'Hello there, traveller.') } : { json: chatCompletion(call, 'Hello there, traveller.') };
+    return stream ? { sse: responseEvents(call, 'The answer.', ['  First,\n\tthink. ', '\n\nThen  answer.  ']), named: true, done: false } : { json: responseObject(call, 'The answer.') };
+  };
+
+  before(async () => {
+    upstream = await startOpenAiUpstream(defaultResponder);
+    api = await startApi({ OPENAI_BASE_URL: upstream.baseUrl, OPENAI_API_KEY: 'provider-secret', MESSAGING_SSE_KEEPALIVE_MS: '150' });
+    http = client(api.url);
+    ({ key } = await newQuotaKey(http));
+    openai = v3Client(api.url, key);
+  });
+  beforeEach(() => upstream.respond(defaultResponder));
+  after(async () => {
+    await api?.close();
+    await upstream?.close();
+  });
+
+  const lastCall = (path: string) => upstream.callsTo(path).at(-1)!;
+
+  describe('chat completions', () => {
+    it('answers a normal chat completion; reasoning and limits reach the model, service fields do not', async () => {
+      const before = upstream.callsTo('/v1/chat/completions').length;
+      const completion = await openai.chat.completions.create({
+        model: 'small-model',
+        messages: [{ role: 'user', content: 'Hi' }],
+        max_completion_tokens: 50,
+        reasoning: { effort: 'low' },
+        fallback_model: 'other-model',
+        metadata: { service: { character: { name: 'Ada', prompt: 'You are Ada, a patient tutor.' } }, conversation: 'c-1' },
+      } as any);
+      assert.equal(completion.object, 'chat.completion');
+      assert.equal(completion.choices[0]!.message.content, 'Hello there, traveller.');
+      assert.equal(upstream.callsTo('/v1/chat/completions').length, before + 1, 'one provider call, no fallback');
+      const sent = lastCall('/v1/chat/completions').body;
+      assert.equal(sent.model, 'small-model');
+      assert.equal(sent.max_completion_tokens, 50);
+      assert.deepEqual(sent.reasoning, { effort: 'low' });
+      assert.equal(sent.fallback_model, undefined);
+      assert.deepEqual(sent.metadata, { conversation: 'c-1' }, 'metadata.service is stripped, the rest forwarded');
+      assert.deepEqual(sent.messages[0], { role: 'system', content: 'You are Ada, a patient tutor.' });
+      assert.equal(lastCall('/v1/chat/completions').headers.authorization, 'Bearer provider-secret', 'the provider gets our provider key, never the quota key');
+    });
+
+    it('streams chat completion chunks as SSE and ends with [DONE]', async () => {
+      const stream = await openai.chat.completions.create({ model: 'small-model', messages: [{ role: 'user', content: 'Hi' }], stream: true, max_tokens: 30 });
+      const chunks = await collect(stream);
+      assert.equal(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join(''), 'Hello there, traveller.');
+      assert.ok(chunks.every((c) => c.object === 'chat.completion.chunk'));
+      assert.ok(chunks.every((c) => !c.usage), 'the usage chunk the service asked for is not shown to a client that did not ask');
+      const sent = lastCall('/v1/chat/completions').body;
+      assert.equal(sent.stream, true);
+      assert.equal(sent.max_tokens, 30);
+      assert.equal(sent.stream_options.include_usage, true);
+    });
+
+    it('passes the usage chunk through when the client asks for it', async () => {
+      const stream = await openai.chat.completions.create({ model: 'small-model', messages: [{ role: 'user', content: 'Hi' }], stream: true, stream_options: { include_usage: true } });
+      const chunks = await collect(stream);
+      assert.ok(chunks.at(-1)!.usage, 'last chunk carries usage');
+    });
+  });
+
+  describe('responses', () => {
+    it('answers a responses request without a character unchanged', async () => {
+      const r = await openai.responses.create({ model: 'small-model', input: 'Hi', max_output_tokens: 40, reasoning: { effort: 'none' } as any });
+      assert.equal(r.object, 'response');
+      assert.equal(r.output_text, 'The answer.');
+      assert.ok(!r.output.some((i) => i.id.startsWith('rs_service_') || i.id.startsWith('fs_service_')), 'no visibility items without knowledge');
+      const sent = lastCall('/v1/responses').body;
+      assert.equal(sent.max_output_tokens, 40);
+      assert.deepEqual(sent.reasoning, { effort: 'none' });
+    });
+
+    it('streams the provider events; thinking text keeps its whitespace exactly', async () => {
+      const stream = await openai.responses.create({ model: 'thinking-model', input: 'Hi', stream: true, reasoning: { max_tokens: 500 } as any });
+      const events = await collect(stream);
+      const types = events.map((e) => e.type);
+      assert.equal(types[0], 'response.created');
+      assert.equal(types.at(-1), 'response.completed');
+      const deltas = events.filter((e) => e.type === 'response.reasoning_text.delta').map((e: any) => e.delta);
+      assert.deepEqual(deltas, ['  First,\n\tthink. ', '\n\nThen  answer.  ']);
+      const done: any = events.find((e) => e.type === 'response.reasoning_text.done');
+      assert.equal(done.text, '  First,\n\tthink. \n\nThen  answer.  ');
+      assert.ok(events.some((e: any) => e.type === 'response.content_part.done' && e.part.type === 'reasoning_text'));
+      assert.equal(events.filter((e) => e.type === 'response.output_text.delta').map((e: any) => e.delta).join(''), 'The answer.');
+      assert.deepEqual(lastCall('/v1/responses').body.reasoning, { max_tokens: 500 });
+    });
+  });
+
+  describe('keys', () => {
+    it('accepts the key as Authorization: Bearer and as X-API-Key', async () => {
+      const body = { model: 'm', messages: [{ role: 'user', content: 'Hi' }] };
+      const bearer = await http('POST', '/v3/chat/completions', { json: body, headers: { Authorization: `Bearer ${key}` } });
+      assert.equal(bearer.status, 200, JSON.stringify(bearer.body));
+      const header = await http('POST', '/v3/chat/completions', { json: body, headers: { 'X-API-Key': key } });
+      assert.equal(header.status, 200, JSON.stringify(header.body));
+    });
+
+    it('lists keys with their usage and never the key; a revoked key is refused', async () => {
+      const created = await newQuotaKey(http, { quota_type: 'chat', token_amount: 10_000 });
+      const c = v3Client(api.url, created.key);
+      await c.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'count me' }], max_tokens: 20 });
+      const list = await http('GET', '/api/quota-keys', { key: testStack().adminApiKey });
+      assert.equal(list.status, 200);
+      assert.ok(!JSON.stringify(list.body).includes(created.key), 'no listing shows a key');
+      const mine = list.body.find((k: { id: string }) => k.id === created.id);
+      const expected = lastCall('/v1/chat/completions').body;
+      assert.equal(mine.unit, 'tokens');
+      assert.equal(mine.quota_type, 'chat');
+      assert.ok(mine.tokens_consumed > 0, JSON.stringify(mine));
+      assert.equal(mine.tokens_reserved, 0, 'the hold is settled');
+      assert.equal(mine.tokens_remaining, 10_000 - mine.tokens_consumed);
+      assert.ok(expected);
+
+      const revoked = await http('DELETE', `/api/quota-keys/${created.id}`, { key: testStack().adminApiKey });
+      assert.equal(revoked.status, 200);
+      assert.equal(revoked.body.status, 'revoked');
+      await assert.rejects(c.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'x' }] }), (e: any) => e.status === 401);
+    });
+
+    it('the admin endpoints need the administrator key', async () => {
+      const partner = await newPartner(http);
+      for (const k of [null, partner.key, key]) {
+        const res = await http('POST', '/api/quota-keys', { key: k, json: { name: 'x', quota_type: 'any', token_amount: 5 } });
+        assert.ok(res.status === 401 || res.status === 403, `${res.status}`);
+        assert.equal(typeof res.body.detail, 'string');
+      }
+    });
+  });
+
+  describe('errors, in the body {detail: {code, message, context: {request_id, endpoint}}}', () => {
+    const assertError = (res: { status: number; body: any; headers: Headers }, status: number, code: string, endpoint: string) => {
+      assert.equal(res.status, status, JSON.stringify(res.body));
+      assert.equal(res.body.detail.code, code);
+      assert.equal(typeof res.body.detail.message, 'string');
+      assert.equal(res.body.detail.context.endpoint, endpoint);
+      assert.match(res.body.detail.context.request_id, /^[0-9a-f-]{36}$/);
+      assert.equal(res.body.detail.context.request_id, res.headers.get('x-request-id'));
+    };
+    const chatBody = { model: 'm', messages: [{ role: 'user', content: 'Hi' }] };
+
+    it('401 invalid_api_key without a key and with an unknown key; the provider is not called', async () => {
+      const before = upstream.calls.length;
+      for (const path of ['/v3/chat/completions', '/v3/responses']) {
+        assertError(await http('POST', path, { json: { ...chatBody, input: 'x' } }), 401, 'invalid_api_key', path);
+        assertError(await http('POST', path, { json: { ...chatBody, input: 'x' }, headers: { Authorization: 'Bearer qk_not-a-key' } }), 401, 'invalid_api_key', path);
+      }
+      await assert.rejects(v3Client(api.url, 'qk_wrong').chat.completions.create(chatBody as any), (e: any) => e.status === 401);
+      assert.equal(upstream.calls.length, before);
+    });
+
+    it('403 for a key whose quota type does not open the endpoint', async () => {
+      const chatOnly = await newQuotaKey(http, { quota_type: 'chat' });
+      assertError(await http('POST', '/v3/responses', { json: { model: 'm', input: 'x' }, headers: { Authorization: `Bearer ${chatOnly.key}` } }), 403, 'forbidden', '/v3/responses');
+      const responsesOnly = await newQuotaKey(http, { quota_type: 'responses' });
+      assertError(await http('POST', '/v3/chat/completions', { json: chatBody, headers: { Authorization: `Bearer ${responsesOnly.key}` } }), 403, 'forbidden', '/v3/chat/completions');
+    });
+
+    it('429 quota_exceeded when the key cannot cover the request, and once it is used up', async () => {
+      const small = await newQuotaKey(http, { token_amount: 100 });
+      const res = await http('POST', '/v3/chat/completions', { json: { ...chatBody, max_tokens: 500 }, headers: { Authorization: `Bearer ${small.key}` } });
+      assertError(res, 429, 'quota_exceeded', '/v3/chat/completions');
+      upstream.respond((call) => ({ json: chatCompletion(call, 'ok', { usage: { prompt_tokens: 60, completion_tokens: 40 } }) }));
+      const ok = await http('POST', '/v3/chat/completions', { json: { ...chatBody, max_tokens: 20 }, headers: { Authorization: `Bearer ${small.key}` } });
+      assert.equal(ok.status, 200);
+      const after = await http('POST', '/v3/chat/completions', { json: { ...chatBody, max_tokens: 1 }, headers: { Authorization: `Bearer ${small.key}` } });
+      assertError(after, 429, 'quota_exceeded', '/v3/chat/completions');
+      assert.match(after.body.detail.message, /used up/);
+    });
+
+    it('400 for an invalid metadata.service, before the provider is called', async () => {
+      const before = upstream.calls.length;
+      for (const service of [{}, { character: {} }, { character: { name: 'A', mood: 'x' } }, { character: { name: 'A', knowledge_base: { partner: 'p' } } }, 'Ada']) {
+        const res = await http('POST', '/v3/responses', { json: { model: 'm', input: 'x', metadata: { service } }, headers: { Authorization: `Bearer ${key}` } });
+        assertError(res, 400, 'bad_request', '/v3/responses');
+        assert.match(res.body.detail.message, /metadata/);
+      }
+      assert.equal(upstream.calls.length, before);
+    });
+
+    it('403 for a knowledge base outside the key\'s partner scope', async () => {
+      const partner = await newPartner(http);
+      const service = { character: { name: 'A', knowledge_base: { partner: partner.name, kb: 'any' } } };
+      const res = await http('POST', '/v3/responses', { json: { model: 'm', input: 'x', metadata: { service } }, headers: { Authorization: `Bearer ${key}` } });
+      assertError(res, 403, 'forbidden', '/v3/responses');
+      const scoped = await newQuotaKey(http, { partner: partner.name });
+      const missing = await http('POST', '/v3/responses', { json: { model: 'm', input: 'x', metadata: { service } }, headers: { Authorization: `Bearer ${scoped.key}` } });
+      assertError(missing, 400, 'bad_request', '/v3/responses');
+      assert.match(missing.body.detail.message, /character validation failed/);
+    });
+
+    it('400 for an invalid body (missing messages)', async () => {
+      assertError(await http('POST', '/v3/chat/completions', { json: { model: 'm' }, headers: { Authorization: `Bearer ${key}` } }), 400, 'bad_request', '/v3/chat/completions');
+    });
+
+    it('provider 5xx without fallback_model: 502 with an OpenAI-shaped error, quota hold released', async () => {
+      const k = await newQuotaKey(http, { token_amount: 5000 });
+      upstream.respond(() => ({ status: 500, json: { error: { message: 'model exploded', type: 'server_error', code: null } } }));
+      const res = await http('POST', '/v3/chat/completions', { json: { ...chatBody, max_tokens: 100 }, headers: { Authorization: `Bearer ${k.key}` } });
+      assertError(res, 502, 'upstream_error', '/v3/chat/completions');
+      assert.equal(res.body.error.message, 'model exploded');
+      await assert.rejects(v3Client(api.url, k.key).responses.create({ model: 'm', input: 'x' }), (e: any) => e.status === 502 && /model exploded/.test(e.message));
+      const list = await http('GET', '/api/quota-keys', { key: testStack().adminApiKey });
+      const mine = list.body.find((x: { id: string }) => x.id === k.id);
+      assert.equal(mine.tokens_consumed, 0, 'a request the model never answered costs nothing');
+      assert.equal(mine.tokens_reserved, 0);
+    });
+
+    it('provider 5xx with fallback_model: the fallback answers (chat, responses, streaming)', async () => {
+      upstream.respond((call) => (call.body.model === 'broken' ? { status: 503, json: { error: { message: 'overloaded', type: 'server_error' } } } : defaultResponder(call)));
+      const before = upstream.calls.length;
+      const c = await openai.chat.completions.create({ model: 'broken', fallback_model: 'steady', messages: [{ role: 'user', content: 'Hi' }] } as any);
+      assert.equal(c.model, 'steady');
+      assert.deepEqual(upstream.calls.slice(before).map((x) => x.body.model), ['broken', 'steady']);
+      const r = await openai.responses.create({ model: 'broken', fallback_model: 'steady', input: 'Hi' } as any);
+      assert.equal(r.model, 'steady');
+      const s = await collect(await openai.chat.completions.create({ model: 'broken', fallback_model: 'steady', messages: [{ role: 'user', content: 'Hi' }], stream: true } as any) as any);
+      assert.equal((s as any[]).map((x) => x.choices[0]?.delta?.content ?? '').join(''), 'Hello there, traveller.');
+      assert.ok(upstream.calls.slice(before).every((x) => x.body.fallback_model === undefined));
+    });
+
+    it('both models failing: the last failure is answered', async () => {
+      upstream.respond(() => ({ status: 500, json: { error: { message: 'down', type: 'server_error' } } }));
+      const res = await http('POST', '/v3/responses', { json: { model: 'a', fallback_model: 'b', input: 'x' }, headers: { Authorization: `Bearer ${key}` } });
+      assertError(res, 502, 'upstream_error', '/v3/responses');
+      assert.match(res.body.detail.message, /model b/);
+    });
+  });
+
+  describe('streaming behaviour', () => {
+    it('a client that disconnects cancels the provider call', async () => {
+      const chunks = Array.from({ length: 200 }, (_, i) => i);
+      upstream.respond((call) => ({ sse: chatChunks(call, chunks.map((i) => `word${i} `).join('')), eventDelayMs: 50 }));
+      const before = upstream.calls.length;
+      const controller = new AbortController();
+      const res = await fetch(`${api.url}/v3/chat/completions`, {
+        method: 'POST', signal: controller.signal,
+        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${key}` },
+        body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'long' }], stream: true }),
+      });
+      const reader = res.body!.getReader();
+      await reader.read();
+      controller.abort();
+      const call = upstream.calls[before]!;
+      await eventually('the provider connection to close', async () => call.abortedAt !== undefined, 5000);
+      assert.ok(call.abortedAt! - call.at < 5000, 'cancelled long before the 10 s answer would have ended');
+    });
+
+    it('sends keep-alive comments while a slow provider is quiet', async () => {
+      upstream.respond((call) => ({ sse: chatChunks(call, 'slow answer'), eventDelayMs: 500 }));
+      const res = await fetch(`${api.url}/v3/chat/completions`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${key}` },
+        body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x' }], stream: true }),
+      });
+      assert.equal(res.headers.get('content-type'), 'text/event-stream; charset=utf-8');
+      const text = await res.text();
+      assert.match(text, /^: keep-alive$/m);
+      assert.match(text, /data: \[DONE\]\n\n$/);
+    });
+  });
+
+  describe('quota admission under concurrency', () => {
+    it('racing requests of one key admit exactly what the amount covers', async () => {
+      const messages = [{ role: 'user', content: 'race' }];
+      const maxTokens = 50;
+      const bound = estimateTokens(JSON.stringify(messages)) + maxTokens;
+      const fits = 4;
+      const k = await newQuotaKey(http, { quota_type: 'chat', token_amount: bound * fits });
+      // The provider reports exactly the held bound, so settled usage never frees room for more.
+      upstream.respond((call) => ({ json: chatCompletion(call, 'ok', { usage: { prompt_tokens: bound - maxTokens, completion_tokens: maxTokens } }), delayMs: 100 }));
+      const results = await Promise.all(
+        Array.from({ length: 16 }, () => http('POST', '/v3/chat/completions', { json: { model: 'm', messages, max_tokens: maxTokens }, headers: { Authorization: `Bearer ${k.key}` } })),
+      );
+      const statuses = results.map((r) => r.status).sort();
+      assert.equal(statuses.filter((s) => s === 200).length, fits, JSON.stringify(statuses));
+      assert.equal(statuses.filter((s) => s === 429).length, 16 - fits);
+      const list = await http('GET', '/api/quota-keys', { key: testStack().adminApiKey });
+      const mine = list.body.find((x: { id: string }) => x.id === k.id);
+      assert.equal(mine.tokens_consumed, bound * fits);
+      assert.equal(mine.tokens_remaining, 0);
+    });
+  });
+});
