@@ -1,13 +1,20 @@
 import { Context, ApplicationFailure } from '@temporalio/activity';
 import { CancelledFailure } from '@temporalio/common';
-import { franc } from 'franc-min';
+import type { Client } from '@temporalio/client';
 import type { Db } from '../lib/db.js';
 import type { FileStorage } from '../lib/storage.js';
 import { documentFiles } from '../lib/storage.js';
-import type { VectorIndex } from '../lib/providers/vector-index.js';
+import { chunkClassFor, type VectorIndex } from '../lib/providers/vector-index.js';
 import type { EmbeddingProvider } from '../lib/providers/embeddings.js';
 import { chunkText } from '../lib/kb/chunking.js';
 import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/kb/embedding-status.js';
+import { bm25Document, detectLanguage } from '../lib/kb/language-analysis.js';
+import { sparseVector } from '../lib/kb/sparse-vector.js';
+import { buildManifest } from '../lib/kb/toc.js';
+import { ensureEmbeddingProfile } from '../lib/kb/embedding-profiles.js';
+import { embeddingBatchBound, embeddingUsage } from '../lib/kb/embedding-budget.js';
+import { reserve, settle, release } from '../lib/budget/ledger.js';
+import { queueVendorSyncAfterEmbedding } from '../lib/kb/vendor-sync.js';
 import { DOCUMENT_GONE, PERMANENT, type DocumentRef } from './documents.js';
 
 export interface EmbeddingActivityDeps {
@@ -15,40 +22,103 @@ export interface EmbeddingActivityDeps {
   storage: FileStorage;
   index: VectorIndex;
   embedder: EmbeddingProvider;
+  temporal: Client;
+  config: { temporalTaskQueue: string };
 }
 
 const EMBED_BATCH = 64;
+/** How often a budget-blocked embedding checks again for capacity (it heartbeats meanwhile). */
+const BUDGET_POLL_MS = 5_000;
+
+/** Progress kept in the activity heartbeat, so a retried attempt resumes where the last one stopped. */
+interface EmbedProgress {
+  next: number;
+}
 
 /** Embedding of final rewritten content into the hybrid index. */
-export function createEmbeddingActivities({ db, storage, index, embedder }: EmbeddingActivityDeps) {
+export function createEmbeddingActivities({ db, storage, index, embedder, temporal, config }: EmbeddingActivityDeps) {
   async function loadDocument(documentId: string) {
-    const doc = await db.document.findUnique({ where: { id: documentId }, include: { knowledgeBase: true } });
+    const doc = await db.document.findUnique({ where: { id: documentId }, include: { knowledgeBase: { include: { partner: true } } } });
     if (!doc || doc.deletionRequestedAt) throw ApplicationFailure.nonRetryable(`document ${documentId} no longer exists`, DOCUMENT_GONE);
     return doc;
   }
 
+  /**
+   * Admits one paid batch under the KB budget, waiting (heartbeating) while it is blocked: the
+   * document shows BUDGET_BLOCKED meanwhile, and the wait ends by itself once capacity appears
+   * (a raised limit, a resolved operation).
+   */
+  async function admitBatch(ctx: Context, knowledgeBaseId: string, documentId: string, operationKey: string, texts: string[], progress: EmbedProgress) {
+    const bound = embeddingBatchBound(texts, embedder);
+    let blocked = false;
+    for (;;) {
+      const admission = await reserve(db, {
+        knowledgeBaseId,
+        operationKey,
+        workflowId: ctx.info.workflowExecution?.workflowId ?? 'unknown',
+        documentId,
+        category: 'embedding',
+        bound,
+      });
+      if (admission.admitted) {
+        if (blocked) await db.document.updateMany({ where: { id: documentId, processingError: { startsWith: 'BUDGET_BLOCKED:' } }, data: { processingError: null } });
+        return;
+      }
+      blocked = true;
+      await db.document.updateMany({ where: { id: documentId }, data: { processingError: `BUDGET_BLOCKED:${admission.reason}: ${admission.detail}` } });
+      for (let waited = 0; waited < BUDGET_POLL_MS; waited += 1000) {
+        ctx.heartbeat(progress);
+        if (ctx.cancellationSignal.aborted) throw new CancelledFailure('embedding cancelled while waiting for budget');
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
+  }
+
   return {
     /**
-     * Chunks the final rewritten content, embeds it and writes it to the index. Chunk IDs are
-     * deterministic and progress is heartbeated per batch, so a retry after a crash resumes at the
-     * last written batch and never writes a chunk twice.
+     * Chunks the final rewritten content, embeds it (dense vectors, n-gram sparse vectors, analysed
+     * BM25 terms) and writes it to the class of the configured embedding profile. Chunk IDs are
+     * derived from (document, chunk index) and progress is heartbeated per batch, so a retry after
+     * a crash resumes at the last written batch and never writes a chunk twice. At the end the
+     * document's chunks beyond the new count and its chunks in every other profile's class are
+     * removed: the index holds exactly the latest version, once.
      */
     async embedDocument({ documentId }: DocumentRef): Promise<{ chunkCount: number }> {
       const doc = await loadDocument(documentId);
       if (!doc.fileRewritten) throw ApplicationFailure.nonRetryable('the document has no final rewritten content to embed', PERMANENT);
+      const ctx = Context.current();
+      const startedAt = new Date();
       await db.document.update({ where: { id: documentId }, data: { embeddingStatus: 'in_progress', embeddingError: null } });
+      await db.knowledgeBase.update({ where: { id: doc.knowledgeBaseId }, data: { embeddingLastUpdateAt: startedAt, embeddingLastUpdateStatus: 'in_progress' } });
       await refreshKnowledgeBaseEmbeddingStatus(db, doc.knowledgeBaseId);
 
       const text = await storage.readText(documentFiles.rewritten(documentId));
       const chunks = chunkText(text);
-      const languages = chunks.map((c) => franc(c.text, { minLength: 20 }));
+      const languages = chunks.map((c) => detectLanguage(c.text));
+      const embeddedText = chunks.map((c) => (c.heading ? `${c.heading}\n${c.text}` : c.text));
 
-      const ctx = Context.current();
-      const resumeFrom = Number(ctx.info.heartbeatDetails ?? 0) || 0;
-      for (let start = resumeFrom; start < chunks.length; start += EMBED_BATCH) {
+      // The first batch teaches an API provider its dimensions; the profile is recorded after it.
+      const className = () => chunkClassFor(embedder.profile.name);
+      const progress: EmbedProgress = { next: Number((ctx.info.heartbeatDetails as EmbedProgress | undefined)?.next ?? 0) || 0 };
+      const execution = ctx.info.workflowExecution ?? { workflowId: 'unknown', runId: 'unknown' };
+      const keyBase = `${execution.workflowId}/${execution.runId}/embed/${ctx.info.activityId}`;
+
+      for (let start = progress.next; start < chunks.length; start += EMBED_BATCH) {
         const batch = chunks.slice(start, start + EMBED_BATCH);
-        const vectors = await embedder.embed(batch.map((c) => (c.heading ? `${c.heading}\n${c.text}` : c.text)));
+        const texts = embeddedText.slice(start, start + EMBED_BATCH);
+        const operationKey = `${keyBase}/batch-${start}`;
+        if (embedder.paid) await admitBatch(ctx, doc.knowledgeBaseId, documentId, operationKey, texts, progress);
+        let result;
+        try {
+          result = await embedder.embedWithUsage(texts);
+        } catch (err) {
+          // The provider refused or failed before doing the work: nothing was used.
+          if (embedder.paid) await release(db, operationKey, `embedding call failed: ${(err as Error).message}`.slice(0, 500));
+          throw err;
+        }
+        if (embedder.paid) await settle(db, operationKey, embeddingUsage(result.inputTokens, embedder));
         await index.upsertChunks(
+          className(),
           batch.map((c, i) => ({
             partnerId: doc.knowledgeBase.partnerId,
             knowledgeBaseId: doc.knowledgeBaseId,
@@ -57,18 +127,25 @@ export function createEmbeddingActivities({ db, storage, index, embedder }: Embe
             chunkIndex: c.index,
             text: c.text,
             heading: c.heading,
+            section: c.section.map((h) => h.title).join(' › '),
             language: languages[c.index]!,
+            bm25Text: bm25Document(embeddedText[c.index]!, languages[c.index]!),
             embeddingProfile: embedder.profile.name,
-            vector: vectors[i]!,
+            denseVector: result.vectors[i]!,
+            sparseVector: sparseVector(embeddedText[c.index]!, languages[c.index]!),
           })),
         );
-        ctx.heartbeat(start + batch.length);
+        progress.next = start + batch.length;
+        ctx.heartbeat(progress);
         if (ctx.cancellationSignal.aborted) throw new CancelledFailure('embedding cancelled: the document is being deleted');
       }
-      // A shorter new version leaves no stale chunks of the old one behind.
-      await index.deleteDocumentChunks(documentId, chunks.length);
+      const profile = await ensureEmbeddingProfile(db, embedder.profile);
+      // A shorter new version leaves no stale chunks of the old one behind, and vectors of an
+      // earlier profile are removed once this profile's are written.
+      await index.deleteDocumentChunks(documentId, chunks.length, { onlyClass: className() });
+      await index.deleteDocumentChunks(documentId, 0, { exceptClass: className() });
       // "success" means searchable: wait for the index queue, heartbeating meanwhile.
-      await index.waitForIndexing(60_000, () => ctx.heartbeat(chunks.length));
+      await index.waitForIndexing(60_000, () => ctx.heartbeat(progress), [className()]);
 
       const languageCounts: Record<string, number> = {};
       for (const l of languages) languageCounts[l] = (languageCounts[l] ?? 0) + 1;
@@ -82,14 +159,28 @@ export function createEmbeddingActivities({ db, storage, index, embedder }: Embe
           embeddingChunkCount: chunks.length,
           embeddingDenseVectorCount: chunks.length,
           embeddingBm25LanguageCounts: languageCounts,
+          embeddingProfileId: profile.id,
+          embeddingManifest: buildManifest(chunks, languages, profile.name) as object,
           vectorstoreDocumentId: documentId,
           inQueues: current.inQueues.filter((q) => q !== 'embedding'),
+          ...(current.processingError?.startsWith('BUDGET_BLOCKED:') ? { processingError: null } : {}),
+        },
+      });
+      await db.knowledgeBase.update({
+        where: { id: doc.knowledgeBaseId },
+        data: {
+          embeddingLastUpdateAt: new Date(),
+          embeddingLastUpdateStatus: 'success',
+          embeddingLastError: null,
+          // A KB without a profile adopts this one; a KB on another profile is being re-embedded
+          // (kbReembed switched it already) and keeps what it has.
+          ...(doc.knowledgeBase.embeddingProfileId === null ? { embeddingProfileId: profile.id } : {}),
         },
       });
       await refreshKnowledgeBaseEmbeddingStatus(db, doc.knowledgeBaseId);
+      if (current.knowledgeBase.partner.vendorSyncEnabled) await queueVendorSyncAfterEmbedding({ db, temporal, taskQueue: config.temporalTaskQueue }, documentId);
       return { chunkCount: chunks.length };
     },
-
   };
 }
 

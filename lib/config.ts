@@ -28,6 +28,10 @@ export interface Config {
   urlFetchAllowLoopback: boolean;
   /** Speech-to-text model of the OpenAI-compatible API; null transcribes locally with PocketSphinx. */
   transcriptionModel: string | null;
+  /** Dense embeddings (README, "Embedding and retrieval"): null model embeds locally. */
+  embedding: EmbeddingSettings;
+  /** Vendor sync's OpenAI-compatible vector-store API; null: sync fails with a clear error. */
+  vendorSync: { baseUrl: string; apiKey: string | null } | null;
   messaging: MessagingSettings;
 }
 
@@ -43,6 +47,15 @@ export interface MessagingSettings {
   legacyModel: string;
   /** How long a finished legacy completion can be read before it is gone (404). */
   legacyRetentionSeconds: number;
+}
+
+export interface EmbeddingSettings {
+  /** EMBEDDING_MODEL at OPENAI_BASE_URL; null: the local sentence encoder. */
+  model: string | null;
+  /** EMBEDDING_DIMENSIONS: requested size for models that can shorten their vectors. */
+  dimensions: number | null;
+  /** EMBEDDING_PRICE_USD_PER_MILLION_TOKENS; null: unpriced (tokens are still counted). */
+  priceUsdPerMillionTokens: number | null;
 }
 
 export class ConfigError extends Error {
@@ -140,6 +153,12 @@ export function loadConfig(env: Env = process.env): Config {
     workerMaxActivities: integerSetting('WORKER_MAX_ACTIVITIES', read(env, 'WORKER_MAX_ACTIVITIES'), 1, 1000),
     budgetSweepIntervalSeconds: integerSetting('BUDGET_SWEEP_INTERVAL_SECONDS', read(env, 'BUDGET_SWEEP_INTERVAL_SECONDS'), 1, 86400),
     transcriptionModel: env.TRANSCRIPTION_MODEL || null,
+    embedding: embeddingSettings(env, openaiBaseUrl),
+    vendorSync: env.VENDOR_SYNC_BASE_URL
+      ? { baseUrl: urlSetting('VENDOR_SYNC_BASE_URL', env.VENDOR_SYNC_BASE_URL, ['http:', 'https:']), apiKey: env.VENDOR_SYNC_API_KEY || env.OPENAI_API_KEY || null }
+      : openaiBaseUrl
+        ? { baseUrl: openaiBaseUrl, apiKey: env.OPENAI_API_KEY || null }
+        : null,
     urlFetchAllowPrivate: booleanSetting('URL_FETCH_ALLOW_PRIVATE', env.URL_FETCH_ALLOW_PRIVATE),
     urlFetchAllowLoopback: booleanSetting('URL_FETCH_ALLOW_LOOPBACK', env.URL_FETCH_ALLOW_LOOPBACK),
     budgetSweepGraceSeconds: integerSetting('BUDGET_SWEEP_GRACE_SECONDS', read(env, 'BUDGET_SWEEP_GRACE_SECONDS'), 0, 7 * 86400),
@@ -154,6 +173,18 @@ export function loadConfig(env: Env = process.env): Config {
 }
 
 /** Entry points call this: a bad setting ends the process with one readable line. */
+function embeddingSettings(env: Env, openaiBaseUrl: string | null): EmbeddingSettings {
+  const model = env.EMBEDDING_MODEL || null;
+  if (model && !openaiBaseUrl) throw new ConfigError('EMBEDDING_MODEL needs OPENAI_BASE_URL (the OpenAI-compatible API that serves it)');
+  const price = env.EMBEDDING_PRICE_USD_PER_MILLION_TOKENS;
+  if (price && !/^\d+(\.\d+)?$/.test(price)) throw new ConfigError(`EMBEDDING_PRICE_USD_PER_MILLION_TOKENS must be a non-negative number, got ${JSON.stringify(price)}`);
+  return {
+    model,
+    dimensions: env.EMBEDDING_DIMENSIONS ? integerSetting('EMBEDDING_DIMENSIONS', env.EMBEDDING_DIMENSIONS, 1, 16384) : null,
+    priceUsdPerMillionTokens: price ? Number(price) : null,
+  };
+}
+
 export function loadConfigOrExit(env: Env = process.env): Config {
   try {
     return loadConfig(env);

@@ -2,7 +2,8 @@ import type { Config } from './config.js';
 import { createDb, type Db } from './db.js';
 import { LocalFileStorage, type FileStorage } from './storage.js';
 import { VectorIndex } from './providers/vector-index.js';
-import { LocalSentenceEncoder, type EmbeddingProvider } from './providers/embeddings.js';
+import { embedderFromConfig, type EmbeddingProvider } from './providers/embeddings.js';
+import { OpenAiVectorStore, type VendorVectorStore } from './providers/vector-store.js';
 import { createLogger, type Logger } from './logger.js';
 
 /** The long-lived clients a process (API or worker) shares, built once from the configuration. */
@@ -12,6 +13,8 @@ export interface Services {
   storage: FileStorage;
   index: VectorIndex;
   embedder: EmbeddingProvider;
+  /** Vendor sync's external vector store; null when no vector-store API is configured. */
+  vendorStore: VendorVectorStore | null;
   log: Logger;
 }
 
@@ -21,7 +24,8 @@ export function createServices(config: Config, component: string): Services {
     db: createDb(config.databaseUrl),
     storage: new LocalFileStorage(config.storageDir),
     index: new VectorIndex(config.weaviateUrl),
-    embedder: new LocalSentenceEncoder(),
+    embedder: embedderFromConfig(config),
+    vendorStore: config.vendorSync ? new OpenAiVectorStore(config.vendorSync) : null,
     log: createLogger({ component }, config.logLevel),
   };
 }

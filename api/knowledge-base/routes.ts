@@ -10,6 +10,9 @@ import { ragSearch, type RagSearchRequest } from '../../lib/kb/rag-search.js';
 import * as s from './schemas.js';
 import { documentRoutes } from './document-routes.js';
 import { documentContentRoutes } from './content-routes.js';
+import { queueRoutes } from './queue-routes.js';
+import { embeddingRoutes } from './embedding-routes.js';
+import { queueVendorSyncForPartner } from '../../lib/kb/vendor-sync.js';
 import { budgetStatus } from '../../lib/budget/status.js';
 import { updateLimits, type LimitsPatch } from '../../lib/budget/limits.js';
 import { listUncertainOperations, resolveOperation, type ResolveOperationRequest } from '../../lib/budget/operations.js';
@@ -58,7 +61,15 @@ export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
       method: 'put', path: '/api/partners/{partner}', access: 'admin', summary: 'Update or rename a partner',
       params: s.pathParams('partner'), body: { type: 'form', schema: s.partnerUpdateForm },
       responses: { 200: { description: 'Updated partner', schema: s.partnerObject }, 409: { description: 'New name taken' }, ...errors },
-      handler: async ({ params, body }) => ({ body: presentPartner(await updatePartner(db, params.partner, body)) }),
+      handler: async ({ params, body }) => {
+        const before = await findPartner(db, params.partner);
+        const updated = await updatePartner(db, params.partner, body);
+        // Enabling vendor sync queues the partner's eligible documents (spec 4.5).
+        if (!before.vendorSyncEnabled && updated.vendorSyncEnabled) {
+          await queueVendorSyncForPartner({ db, temporal: deps.temporal, taskQueue: deps.config.temporalTaskQueue }, updated.id);
+        }
+        return { body: presentPartner(updated) };
+      },
     }),
     defineRoute<{ partner: string }>({
       method: 'delete', path: '/api/partners/{partner}', access: 'admin', summary: 'Delete a partner with all its data',
@@ -135,7 +146,7 @@ export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
     }),
     defineRoute<unknown, unknown, RagSearchRequest>({
       method: 'post', path: '/api/rag-test/search', access: 'authenticated', summary: 'Retrieval diagnostics',
-      description: 'The key must have access to `partner` in the body. Non-admin keys must use the default top_k, search_multiplier and rrf_k.',
+      description: 'The key must have access to `partner` in the body. Non-admin keys must use the default top_k, search_multiplier and rrf_k, may not use collection_override / rag_index_override, and get no internal identifiers. Response fields: README, "Retrieval diagnostics".',
       body: { type: 'json', schema: s.ragSearchBody },
       responses: { 200: { description: 'Effective configuration, per-retriever streams, combined_results, timings' }, ...errors },
       handler: async ({ body, principal }) => {
@@ -145,5 +156,7 @@ export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
     }),
     ...documentContentRoutes(deps),
     ...documentRoutes(deps),
+    ...queueRoutes(deps),
+    ...embeddingRoutes(deps),
   ];
 }

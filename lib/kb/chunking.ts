@@ -10,6 +10,8 @@ export interface Chunk {
   text: string;
   /** The nearest heading above the chunk, if any. */
   heading: string | null;
+  /** The heading trail above the chunk, outermost first (for the table of contents). */
+  section: Array<{ level: number; title: string }>;
 }
 
 export interface ChunkingOptions {
@@ -61,11 +63,12 @@ export function chunkText(text: string, options: ChunkingOptions = defaultChunki
 
   const chunks: Chunk[] = [];
   let heading: string | null = null;
+  let trail: Array<{ level: number; title: string }> = [];
   let current = '';
   let carried = '';
   const flush = () => {
     if (current.trim() && current !== carried) {
-      chunks.push({ index: chunks.length, text: current.trim(), heading });
+      chunks.push({ index: chunks.length, text: current.trim(), heading, section: trail });
       carried = tail(current, overlapChars);
     }
     current = carried;
@@ -76,7 +79,10 @@ export function chunkText(text: string, options: ChunkingOptions = defaultChunki
       flush();
       carried = '';
       current = '';
-      heading = block.split('\n')[0]!.replace(/^#+\s*/, '').trim();
+      const line = block.split('\n')[0]!;
+      const level = line.match(/^#+/)![0].length;
+      heading = line.replace(/^#+\s*/, '').trim();
+      trail = [...trail.filter((h) => h.level < level), { level, title: heading }];
     }
     for (const piece of splitLong(block, maxChars - overlapChars)) {
       if (current && current.length + 2 + piece.length > maxChars) flush();

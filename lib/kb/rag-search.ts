@@ -1,9 +1,10 @@
 import type { Db } from '../db.js';
-import { forbidden } from '../errors.js';
+import { badRequest, forbidden } from '../errors.js';
 import type { EmbeddingProvider } from '../providers/embeddings.js';
-import { CHUNK_CLASS, type SearchHit, type VectorIndex } from '../providers/vector-index.js';
+import { chunkClassFor, type SearchHit, type VectorIndex } from '../providers/vector-index.js';
 import { findKnowledgeBase } from './lookup.js';
-import { fuseByWeightedRrf, retrievalDefaults, searchKnowledgeBase, type FusedHit } from './retrieval.js';
+import { supportedBm25Languages } from './language-analysis.js';
+import { retrievalDefaults, searchKnowledgeBase, streamNames, type FusedHit, type RetrievalSettings, type StreamName } from './retrieval.js';
 
 export interface RagSearchRequest {
   partner: string;
@@ -23,6 +24,12 @@ export interface RagSearchRequest {
   rag_index_override?: string;
 }
 
+export interface RagDeps {
+  db: Db;
+  index: VectorIndex;
+  embedder: EmbeddingProvider;
+}
+
 const adminOnly: Array<keyof RagSearchRequest> = ['collection_override', 'rag_index_override'];
 const defaultsOnlyForPartners: Array<[keyof RagSearchRequest, number]> = [
   ['top_k', retrievalDefaults.topK],
@@ -30,33 +37,107 @@ const defaultsOnlyForPartners: Array<[keyof RagSearchRequest, number]> = [
   ['rrf_k', retrievalDefaults.rrfK],
 ];
 
+/** Languages of a KB's indexed chunks, from the documents' embedding_bm25_language_counts. */
+async function knowledgeBaseLanguages(db: Db, knowledgeBaseId: string): Promise<string[]> {
+  const rows = await db.document.findMany({
+    where: { knowledgeBaseId, deletionRequestedAt: null, embeddingStatus: 'success' },
+    select: { embeddingBm25LanguageCounts: true },
+  });
+  const langs = new Set<string>();
+  for (const r of rows) for (const l of Object.keys((r.embeddingBm25LanguageCounts as Record<string, number> | null) ?? {})) langs.add(l);
+  return [...langs];
+}
+
+/** Vectors of a document being deleted are removed asynchronously; never show them meanwhile. */
+function liveFilter(db: Db) {
+  return async (hits: SearchHit[]) => {
+    const ids = [...new Set(hits.map((h) => h.documentId))];
+    if (ids.length === 0) return hits;
+    const live = new Set((await db.document.findMany({ where: { id: { in: ids }, deletionRequestedAt: null }, select: { id: true } })).map((d) => d.id));
+    return hits.filter((h) => live.has(h.documentId));
+  };
+}
+
+export interface KnowledgeSearchOptions {
+  topK?: number;
+  searchMultiplier?: number;
+  rrfK?: number;
+  weights?: Partial<RetrievalSettings['weights']>;
+  queryWeights?: Partial<RetrievalSettings['queryWeights']>;
+  characterReplacementName?: string | null;
+  /** Admin diagnostics only: search another Weaviate class than the configured profile's. */
+  className?: string;
+}
+
+export interface KnowledgeResult {
+  document_id: string;
+  document_name: string;
+  chunk_index: number;
+  text: string;
+  /** Fused weighted-RRF score. */
+  score: number;
+}
+
+/** Spreads only defined values, so a partial override never erases a default. */
+const defined = <T extends object>(o: T | undefined): Partial<T> => Object.fromEntries(Object.entries(o ?? {}).filter(([, v]) => v !== undefined)) as Partial<T>;
+
+function settingsFrom(options: KnowledgeSearchOptions): RetrievalSettings {
+  return {
+    topK: options.topK ?? retrievalDefaults.topK,
+    searchMultiplier: options.searchMultiplier ?? retrievalDefaults.searchMultiplier,
+    rrfK: options.rrfK ?? retrievalDefaults.rrfK,
+    weights: { ...retrievalDefaults.weights, ...defined(options.weights) },
+    queryWeights: { ...retrievalDefaults.queryWeights, ...defined(options.queryWeights) },
+    characterReplacementName: options.characterReplacementName ?? null,
+  };
+}
+
+async function runSearch(deps: RagDeps, knowledgeBaseId: string, query: string, options: KnowledgeSearchOptions) {
+  const settings = settingsFrom(options);
+  const languages = await knowledgeBaseLanguages(deps.db, knowledgeBaseId);
+  const outcome = await searchKnowledgeBase(deps, { knowledgeBaseId, languages }, query, settings, { className: options.className, filterHits: liveFilter(deps.db) });
+  return { settings, languages, outcome };
+}
+
+/**
+ * Knowledge context for other services (the messaging interface): the fused top results of a
+ * KB for a query text. Throws 404 when the partner or KB does not exist.
+ */
+export async function searchKnowledge(deps: RagDeps, partner: string, kb: string, query: string, options: KnowledgeSearchOptions = {}): Promise<KnowledgeResult[]> {
+  const found = await findKnowledgeBase(deps.db, partner, kb);
+  const { outcome } = await runSearch(deps, found.kb.id, query, options);
+  return outcome.combined.map((h) => ({ document_id: h.documentId, document_name: h.documentName, chunk_index: h.chunkIndex, text: h.text, score: h.score }));
+}
+
+const COLLECTION_PATTERN = /^(Chunk_[A-Za-z0-9_]+|KnowledgeChunk)$/;
+
 /**
  * POST /api/rag-test/search. Partner keys get the default retrieval shape and a response without
- * internal identifiers (chunk object IDs, index class); the administrator sees everything.
+ * internal routing or identifiers (chunk object IDs, Weaviate class, KB UUID, profile); the
+ * administrator sees everything and may point the search at another class.
  */
-export async function ragSearch(deps: { db: Db; index: VectorIndex; embedder: EmbeddingProvider }, req: RagSearchRequest, isAdmin: boolean) {
+export async function ragSearch(deps: RagDeps, req: RagSearchRequest, isAdmin: boolean) {
   if (!isAdmin) {
     for (const field of adminOnly) if (req[field] !== undefined) throw forbidden(`${field} needs the administrator key`);
     for (const [field, value] of defaultsOnlyForPartners) {
       if (req[field] !== undefined && req[field] !== value) throw forbidden(`${field} must be the default (${value}) for non-admin keys`);
     }
   }
+  const override = req.collection_override ?? req.rag_index_override;
+  if (override !== undefined && !COLLECTION_PATTERN.test(override)) throw badRequest('collection_override / rag_index_override must name a chunk class (Chunk_... or KnowledgeChunk)');
+  if (override !== undefined && !(await deps.index.chunkClasses()).includes(override)) throw badRequest(`no chunk class ${override} exists`);
+
   const { kb } = await findKnowledgeBase(deps.db, req.partner, req.kb);
-  const settings = {
-    topK: req.top_k ?? retrievalDefaults.topK,
-    searchMultiplier: req.search_multiplier ?? retrievalDefaults.searchMultiplier,
-    rrfK: req.rrf_k ?? retrievalDefaults.rrfK,
-    weights: { dense: req.rrf_weight_dense ?? retrievalDefaults.weights.dense, bm25: req.rrf_weight_bm25 ?? retrievalDefaults.weights.bm25 },
-  };
   const query = [req.user_message, req.robot_message].filter(Boolean).join('\n');
-  const result = await searchKnowledgeBase(deps, kb.id, query, settings);
-  // Vectors of a document being deleted are removed asynchronously; never show them meanwhile.
-  const hitIds = [...new Set([...result.streams.dense, ...result.streams.bm25].map((h) => h.documentId))];
-  const live = new Set((await deps.db.document.findMany({ where: { id: { in: hitIds }, deletionRequestedAt: null }, select: { id: true } })).map((d) => d.id));
-  const visible = <T extends SearchHit>(hits: T[]) => hits.filter((h) => live.has(h.documentId));
-  result.streams.dense = visible(result.streams.dense);
-  result.streams.bm25 = visible(result.streams.bm25);
-  result.combined = fuseByWeightedRrf(result.streams, settings.weights, settings.rrfK, settings.topK);
+  const { settings, languages, outcome } = await runSearch(deps, kb.id, query, {
+    topK: req.top_k,
+    searchMultiplier: req.search_multiplier,
+    rrfK: req.rrf_k,
+    weights: { dense: req.rrf_weight_dense, sparse: req.rrf_weight_sparse, bm25: req.rrf_weight_bm25 },
+    queryWeights: { original: req.query_weight_original, replaced: req.query_weight_replaced },
+    characterReplacementName: req.character_replacement_name ?? null,
+    className: override,
+  });
 
   const streamItem = (h: SearchHit, i: number) => ({
     rank: i + 1,
@@ -67,23 +148,48 @@ export async function ragSearch(deps: { db: Db; index: VectorIndex; embedder: Em
     text: h.text,
     ...(isAdmin ? { chunk_id: h.id } : {}),
   });
-  const combinedItem = (h: FusedHit, i: number) => ({ ...streamItem(h, i), retrievers: h.ranks });
+  const combinedItem = (h: FusedHit, i: number) => ({
+    ...streamItem(h, i),
+    retrievers: h.ranks.original ?? {},
+    ...(h.ranks.replaced ? { replaced_retrievers: h.ranks.replaced } : {}),
+  });
+  const streamsOf = (v: (typeof outcome.variants)[number]) =>
+    Object.fromEntries(streamNames.map((s) => [s, v.streams[s].map(streamItem)])) as Record<StreamName, ReturnType<typeof streamItem>[]>;
+  const original = outcome.variants[0]!;
+  const replaced = outcome.variants.find((v) => v.name === 'replaced');
 
   return {
     config: {
       top_k: settings.topK,
       search_multiplier: settings.searchMultiplier,
+      candidates_per_stream: settings.topK * settings.searchMultiplier,
       rrf_k: settings.rrfK,
       rrf_weight_dense: settings.weights.dense,
+      rrf_weight_sparse: settings.weights.sparse,
       rrf_weight_bm25: settings.weights.bm25,
-      retrievers: ['dense', 'bm25'],
-      ...(isAdmin ? { collection: CHUNK_CLASS, knowledge_base_id: kb.id } : {}),
+      query_weight_original: settings.queryWeights.original,
+      query_weight_replaced: settings.queryWeights.replaced,
+      character_replacement_name: settings.characterReplacementName,
+      retrievers: [...streamNames],
+      sparse_representation: 'hashed character 3-5-grams of content words, sublinear tf, cosine',
+      bm25_query_languages: languages,
+      ...(isAdmin
+        ? {
+            collection: outcome.className,
+            collection_overridden: override !== undefined,
+            knowledge_base_id: kb.id,
+            embedding_profile: deps.embedder.profile.name,
+            default_collection: chunkClassFor(deps.embedder.profile.name),
+          }
+        : {}),
     },
     query,
-    streams: { dense: result.streams.dense.map(streamItem), bm25: result.streams.bm25.map(streamItem) },
-    combined_results: result.combined.map(combinedItem),
-    supported_bm25_languages: ['en'],
-    timings_ms: result.timings_ms,
-    total_results: result.combined.length,
+    query_variants: outcome.variants.map((v) => ({ name: v.name, text: v.query, weight: v.weight })),
+    streams: streamsOf(original),
+    ...(replaced ? { replaced_streams: streamsOf(replaced) } : {}),
+    combined_results: outcome.combined.map(combinedItem),
+    supported_bm25_languages: supportedBm25Languages,
+    timings_ms: outcome.timings_ms,
+    total_results: outcome.combined.length,
   };
 }

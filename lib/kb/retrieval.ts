@@ -1,65 +1,150 @@
 import type { EmbeddingProvider } from '../providers/embeddings.js';
-import type { SearchHit, VectorIndex } from '../providers/vector-index.js';
+import { chunkClassFor, type SearchHit, type VectorIndex } from '../providers/vector-index.js';
+import { bm25Query } from './language-analysis.js';
+import { sparseVector } from './sparse-vector.js';
 
 /**
- * Retrieval over one knowledge base: each retriever produces its own ranked stream and the streams
- * are fused by weighted reciprocal rank fusion, score(d) = Σ_s w_s / (k + rank_s(d)), ranks from 1.
+ * Retrieval over one knowledge base. Three retrievers each produce their own ranked stream:
+ * `dense` (embedding vectors), `sparse` (hashed character n-grams) and `bm25` (language-analysed
+ * terms). Each query variant (the original query and, with character_replacement_name, the
+ * replaced one) runs all three, and everything is fused by weighted reciprocal rank fusion:
+ *
+ *   score(c) = Σ_variants w_variant · Σ_streams w_stream / (rrf_k + rank_{variant,stream}(c))
+ *
+ * ranks counted from 1; a stream that did not return c contributes nothing. Ties break by chunk ID,
+ * so equal inputs give equal output. Each stream fetches top_k × search_multiplier candidates.
  */
+export const streamNames = ['dense', 'sparse', 'bm25'] as const;
+export type StreamName = (typeof streamNames)[number];
+export type Streams = Partial<Record<StreamName, SearchHit[]>>;
+export type StreamWeights = Partial<Record<StreamName, number>>;
+
 export interface RetrievalSettings {
   topK: number;
   searchMultiplier: number;
   rrfK: number;
-  weights: { dense: number; bm25: number };
+  weights: Record<StreamName, number>;
+  queryWeights: { original: number; replaced: number };
+  /** When set, a second query variant replaces second-person references with this name. */
+  characterReplacementName: string | null;
 }
 
-export const retrievalDefaults: RetrievalSettings = { topK: 12, searchMultiplier: 6, rrfK: 15, weights: { dense: 1, bm25: 1 } };
+export const retrievalDefaults: RetrievalSettings = {
+  topK: 12,
+  searchMultiplier: 6,
+  rrfK: 15,
+  weights: { dense: 1, sparse: 0.5, bm25: 1 },
+  queryWeights: { original: 1, replaced: 0.5 },
+  characterReplacementName: null,
+};
+
+export type VariantName = 'original' | 'replaced';
 
 export interface FusedHit extends SearchHit {
-  /** Rank (from 1) of this chunk in each stream that found it. */
-  ranks: Partial<Record<keyof RetrievalSettings['weights'], number>>;
+  /** Rank (from 1) of this chunk in each stream of each query variant that found it. */
+  ranks: Partial<Record<VariantName, Partial<Record<StreamName, number>>>>;
 }
 
-export function fuseByWeightedRrf(
-  streams: Partial<Record<keyof RetrievalSettings['weights'], SearchHit[]>>,
-  weights: RetrievalSettings['weights'],
-  rrfK: number,
-  topK: number,
-): FusedHit[] {
+export interface VariantRun {
+  name: VariantName;
+  weight: number;
+  streams: Streams;
+}
+
+/** Weighted RRF over the streams of every query variant. */
+export function fuseVariants(runs: VariantRun[], weights: StreamWeights, rrfK: number, topK: number): FusedHit[] {
   const fused = new Map<string, FusedHit>();
-  for (const [name, hits] of Object.entries(streams) as [keyof RetrievalSettings['weights'], SearchHit[]][]) {
-    hits.forEach((hit, i) => {
-      const entry = fused.get(hit.id) ?? { ...hit, score: 0, ranks: {} };
-      entry.ranks[name] = i + 1;
-      entry.score += weights[name] / (rrfK + i + 1);
-      fused.set(hit.id, entry);
-    });
+  for (const run of runs) {
+    for (const [name, hits] of Object.entries(run.streams) as [StreamName, SearchHit[]][]) {
+      hits.forEach((hit, i) => {
+        const entry = fused.get(hit.id) ?? { ...hit, score: 0, ranks: {} };
+        (entry.ranks[run.name] ??= {})[name] = i + 1;
+        entry.score += (run.weight * (weights[name] ?? 0)) / (rrfK + i + 1);
+        fused.set(hit.id, entry);
+      });
+    }
   }
   return [...fused.values()].sort((a, b) => b.score - a.score || a.id.localeCompare(b.id)).slice(0, topK);
 }
 
+/** Weighted RRF of one query's streams. */
+export function fuseByWeightedRrf(streams: Streams, weights: StreamWeights, rrfK: number, topK: number): Array<FusedHit & { streamRanks: Partial<Record<StreamName, number>> }> {
+  return fuseVariants([{ name: 'original', weight: 1, streams }], weights, rrfK, topK).map((h) => ({ ...h, streamRanks: h.ranks.original ?? {} }));
+}
+
+const secondPerson = /\b(you|your|yours|yourself)\b/gi;
+
+/**
+ * The replaced query variant: the user addresses the character ("what do you recommend?"), while
+ * the documents speak of the character by name; references to "you" become the name. Null when
+ * nothing would change.
+ */
+export function replacedQuery(query: string, name: string | null): string | null {
+  if (!name?.trim()) return null;
+  const replaced = query.replace(secondPerson, (m) => (/^yours?$/i.test(m) && m.toLowerCase() !== 'you' ? `${name}'s` : name));
+  return replaced === query ? null : replaced;
+}
+
+export interface KnowledgeBaseScope {
+  knowledgeBaseId: string;
+  /** Languages of the KB's chunks (ISO 639-3): the BM25 query is analysed with each of them. */
+  languages: string[];
+}
+
+export interface RetrievalDeps {
+  index: VectorIndex;
+  embedder: EmbeddingProvider;
+}
+
+export interface RetrievalOutcome {
+  className: string;
+  variants: Array<{ name: VariantName; query: string; weight: number; streams: Record<StreamName, SearchHit[]> }>;
+  combined: FusedHit[];
+  timings_ms: Record<string, number>;
+}
+
+/**
+ * Runs every stream of every query variant (in parallel) against the class of the configured
+ * embedding profile, then fuses. `filterHits` drops hits the caller must not see (e.g. documents
+ * being deleted) before ranks are assigned.
+ */
 export async function searchKnowledgeBase(
-  deps: { index: VectorIndex; embedder: EmbeddingProvider },
-  knowledgeBaseId: string,
+  deps: RetrievalDeps,
+  scope: KnowledgeBaseScope,
   query: string,
   settings: RetrievalSettings,
-) {
-  const candidates = settings.topK * settings.searchMultiplier;
+  options: { className?: string; filterHits?: (hits: SearchHit[]) => Promise<SearchHit[]> } = {},
+): Promise<RetrievalOutcome> {
   const started = performance.now();
-  const [vector] = await deps.embedder.embed([query]);
+  const className = options.className ?? chunkClassFor(deps.embedder.profile.name);
+  const candidates = settings.topK * settings.searchMultiplier;
+  const variantQueries: Array<{ name: VariantName; query: string; weight: number }> = [{ name: 'original', query, weight: settings.queryWeights.original }];
+  const replaced = replacedQuery(query, settings.characterReplacementName);
+  if (replaced) variantQueries.push({ name: 'replaced', query: replaced, weight: settings.queryWeights.replaced });
+
+  const vectors = await deps.embedder.embed(variantQueries.map((v) => v.query));
   const embeddedAt = performance.now();
-  const filter = { knowledgeBaseId };
-  const [dense, bm25] = await Promise.all([deps.index.searchDense(filter, vector!, candidates), deps.index.searchBm25(filter, query, candidates)]);
+  const filter = { knowledgeBaseId: scope.knowledgeBaseId };
+  const queryLanguage = scope.languages.filter((l) => l !== 'und');
+  const variants = await Promise.all(
+    variantQueries.map(async (v, i) => {
+      const [dense, sparse, bm25] = await Promise.all([
+        deps.index.searchDense(className, filter, vectors[i]!, candidates),
+        deps.index.searchSparse(className, filter, sparseVector(v.query, queryLanguage), candidates),
+        deps.index.searchBm25(className, filter, bm25Query(v.query, queryLanguage), candidates),
+      ]);
+      const keep = options.filterHits ?? (async (h: SearchHit[]) => h);
+      return { ...v, streams: { dense: await keep(dense), sparse: await keep(sparse), bm25: await keep(bm25) } };
+    }),
+  );
   const searchedAt = performance.now();
-  const combined = fuseByWeightedRrf({ dense, bm25 }, settings.weights, settings.rrfK, settings.topK);
+  const combined = fuseVariants(variants, settings.weights, settings.rrfK, settings.topK);
+  const done = performance.now();
   return {
-    streams: { dense, bm25 },
+    className,
+    variants,
     combined,
-    timings_ms: {
-      embed_query: round(embeddedAt - started),
-      search: round(searchedAt - embeddedAt),
-      fuse: round(performance.now() - searchedAt),
-      total: round(performance.now() - started),
-    },
+    timings_ms: { embed_query: round(embeddedAt - started), search: round(searchedAt - embeddedAt), fuse: round(done - searchedAt), total: round(done - started) },
   };
 }
 

@@ -6,12 +6,24 @@ import weaviateModule, { type WeaviateClient, type WhereFilter } from 'weaviate-
 const weaviate = ((weaviateModule as unknown as { client?: unknown }).client ? weaviateModule : weaviateModule.default) as typeof weaviateModule.default;
 
 /**
- * The hybrid index on Weaviate. One class holds every chunk; each object carries its partner,
- * knowledge base and document so that searches and deletions are filtered by them. Object IDs
- * are derived from (document, chunk index), so writing the same chunk twice (a retried activity, a
- * worker that died mid-batch) overwrites instead of duplicating.
+ * The hybrid index on Weaviate. Each embedding profile has its own class (`Chunk_<profile>`), so
+ * vectors of two models are never mixed in one vector space; a class holds every KB's chunks of
+ * that profile, each object carrying its partner, knowledge base and document so that searches and
+ * deletions are filtered by them. An object has two named vectors: `dense` (the embedding model)
+ * and `sparse` (hashed character n-grams, lib/kb/sparse-vector.ts), and a `bm25Text` property
+ * holding its language-analysed terms (lib/kb/language-analysis.ts). Object IDs are derived from
+ * (document, chunk index), so writing the same chunk twice (a retried activity, a worker that died
+ * mid-batch) overwrites instead of duplicating.
  */
-export const CHUNK_CLASS = 'KnowledgeChunk';
+/** The single class of the first version (dense vector only); still cleaned by deletions. */
+export const LEGACY_CHUNK_CLASS = 'KnowledgeChunk';
+const CLASS_PREFIX = 'Chunk_';
+
+export function chunkClassFor(profileName: string): string {
+  const slug = profileName.replace(/[^A-Za-z0-9]+/g, '_').replace(/^_+|_+$/g, '').slice(0, 40);
+  const hash = crypto.createHash('sha1').update(profileName).digest('hex').slice(0, 8);
+  return `${CLASS_PREFIX}${slug}_${hash}`;
+}
 
 export interface ChunkRecord {
   partnerId: string;
@@ -21,9 +33,13 @@ export interface ChunkRecord {
   chunkIndex: number;
   text: string;
   heading: string | null;
+  /** Heading trail, outermost first, joined by " › ". */
+  section: string;
   language: string;
+  bm25Text: string;
   embeddingProfile: string;
-  vector: number[];
+  denseVector: number[];
+  sparseVector: number[];
 }
 
 export interface SearchHit {
@@ -48,7 +64,20 @@ export function chunkObjectId(documentId: string, chunkIndex: number): string {
   return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`;
 }
 
-const textField = (name: string, tokenization = 'field') => ({ name, dataType: ['text'], tokenization, indexSearchable: tokenization !== 'field' });
+const textField = (name: string, tokenization = 'field', searchable = tokenization !== 'field') => ({
+  name,
+  dataType: ['text'],
+  tokenization,
+  indexSearchable: searchable,
+  indexFilterable: true,
+});
+const namedVector = (indexType: 'hnsw' | 'flat') => ({
+  vectorizer: { none: {} },
+  vectorIndexType: indexType,
+  vectorIndexConfig: { distance: 'cosine' },
+});
+
+const HIT_FIELDS = 'documentId documentName chunkIndex text';
 
 export class VectorIndex {
   readonly client: WeaviateClient;
@@ -66,62 +95,79 @@ export class VectorIndex {
     }
   }
 
-  private schemaReady: Promise<void> | null = null;
+  private classesReady = new Map<string, Promise<void>>();
 
   /**
-   * Creates the chunk class on first use (once per process; retried after a failure), so that
+   * Creates a profile's class on first use (once per process; retried after a failure), so that
    * processes start even while Weaviate is still coming up.
    */
-  private ensureSchemaOnce(): Promise<void> {
-    this.schemaReady ??= this.ensureSchema().catch((err) => {
-      this.schemaReady = null;
-      throw err;
-    });
-    return this.schemaReady;
+  ensureClass(className: string): Promise<void> {
+    let ready = this.classesReady.get(className);
+    if (!ready) {
+      ready = this.createClass(className).catch((err) => {
+        this.classesReady.delete(className);
+        throw err;
+      });
+      this.classesReady.set(className, ready);
+    }
+    return ready;
   }
 
-  /** Creates the chunk class if it is missing. Safe to call from several processes at once. */
-  async ensureSchema(): Promise<void> {
-    const exists = await this.client.schema.exists(CHUNK_CLASS);
-    if (exists) return;
+  /** Creates the class if it is missing. Safe to call from several processes at once. */
+  private async createClass(className: string): Promise<void> {
+    if (await this.client.schema.exists(className)) return;
     try {
       await this.client.schema
         .classCreator()
         .withClass({
-          class: CHUNK_CLASS,
-          description: 'A chunk of a document\'s final rewritten content',
-          vectorizer: 'none',
-          vectorIndexConfig: { distance: 'cosine' },
-          invertedIndexConfig: { bm25: { b: 0.75, k1: 1.2 } },
+          class: className,
+          description: "Chunks of documents' final rewritten content, embedded with one embedding profile",
+          vectorConfig: { dense: namedVector('hnsw'), sparse: namedVector('hnsw') },
+          // Our own analysis removes function words per language; Weaviate's English preset would
+          // also drop e.g. "it" from German or Italian text.
+          invertedIndexConfig: { bm25: { b: 0.75, k1: 1.2 }, stopwords: { preset: 'none' } },
           properties: [
             textField('partnerId'),
             textField('knowledgeBaseId'),
             textField('documentId'),
-            { ...textField('documentName', 'word') },
+            textField('documentName', 'word'),
             { name: 'chunkIndex', dataType: ['int'] },
-            textField('text', 'word'),
-            { ...textField('heading', 'word') },
+            textField('text', 'word', false),
+            textField('heading', 'word', false),
+            textField('section', 'word', false),
             textField('language'),
+            // Already analysed (stemmed, folded, CJK bigrams): split on whitespace only.
+            textField('bm25Text', 'whitespace', true),
             textField('embeddingProfile'),
           ],
-        })
+        } as never)
         .do();
     } catch (err) {
-      if (!(await this.client.schema.exists(CHUNK_CLASS))) throw err;
+      if (!(await this.client.schema.exists(className))) throw err;
     }
   }
 
+  /** Every chunk class that exists (all profiles, and the legacy class). */
+  async chunkClasses(): Promise<string[]> {
+    const schema = await this.client.schema.getter().do();
+    return (schema.classes ?? []).map((c) => c.class!).filter((c) => c.startsWith(CLASS_PREFIX) || c === LEGACY_CHUNK_CLASS);
+  }
+
   /**
-   * Waits until Weaviate's indexing queue for the chunk class is empty, so that what was written is
-   * searchable (the server runs with ASYNC_INDEXING for crash safety). Returns false on timeout.
+   * Waits until Weaviate's indexing queues of the chunk classes are empty, so that what was written
+   * is searchable (the server runs with ASYNC_INDEXING for crash safety). Returns false on timeout.
    */
-  async waitForIndexing(timeoutMs: number, onWait?: () => void): Promise<boolean> {
+  async waitForIndexing(timeoutMs: number, onWait?: () => void, classNames?: string[]): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
+    const classes = classNames ?? (await this.chunkClasses());
     for (;;) {
-      const status = (await this.client.cluster.nodesStatusGetter().withClassName(CHUNK_CLASS).withOutput('verbose').do()) as {
-        nodes?: Array<{ shards?: Array<{ class: string; vectorQueueLength?: number }> | null }>;
-      };
-      const queued = (status.nodes ?? []).flatMap((n) => n.shards ?? []).filter((s) => s.class === CHUNK_CLASS).reduce((sum, s) => sum + (s.vectorQueueLength ?? 0), 0);
+      let queued = 0;
+      for (const cls of classes) {
+        const status = (await this.client.cluster.nodesStatusGetter().withClassName(cls).withOutput('verbose').do()) as {
+          nodes?: Array<{ shards?: Array<{ class: string; vectorQueueLength?: number }> | null }>;
+        };
+        queued += (status.nodes ?? []).flatMap((n) => n.shards ?? []).filter((s) => s.class === cls).reduce((sum, s) => sum + (s.vectorQueueLength ?? 0), 0);
+      }
       if (queued === 0) return true;
       if (Date.now() > deadline) return false;
       onWait?.();
@@ -129,22 +175,30 @@ export class VectorIndex {
     }
   }
 
-  async upsertChunks(chunks: ChunkRecord[]): Promise<void> {
+  async upsertChunks(className: string, chunks: ChunkRecord[]): Promise<void> {
     if (chunks.length === 0) return;
-    await this.ensureSchemaOnce();
+    await this.ensureClass(className);
     const batcher = this.client.batch.objectsBatcher();
     for (const c of chunks) {
-      const { vector, ...properties } = c;
-      batcher.withObject({ class: CHUNK_CLASS, id: chunkObjectId(c.documentId, c.chunkIndex), properties: { ...properties, heading: c.heading ?? '' }, vector });
+      const { denseVector, sparseVector, ...properties } = c;
+      batcher.withObject({
+        class: className,
+        id: chunkObjectId(c.documentId, c.chunkIndex),
+        properties: { ...properties, heading: c.heading ?? '' },
+        vectors: { dense: denseVector, sparse: sparseVector },
+      } as never);
     }
     const results = (await batcher.do()) as Array<{ result?: { errors?: { error?: { message: string }[] } } }>;
     const failures = results.flatMap((r) => r.result?.errors?.error?.map((e) => e.message) ?? []);
     if (failures.length) throw new Error(`Weaviate rejected ${failures.length} chunk(s): ${failures[0]}`);
   }
 
-  /** Deletes a document's chunks whose index is at or above `fromIndex` (0 removes them all). */
-  async deleteDocumentChunks(documentId: string, fromIndex = 0): Promise<void> {
-    await this.ensureSchemaOnce();
+  /**
+   * Deletes a document's chunks whose index is at or above `fromIndex` (0 removes them all), in
+   * `onlyClass` or in every chunk class except `exceptClass` (default: every class).
+   */
+  async deleteDocumentChunks(documentId: string, fromIndex = 0, scope: { onlyClass?: string; exceptClass?: string } = {}): Promise<void> {
+    const classes = scope.onlyClass ? [scope.onlyClass] : (await this.chunkClasses()).filter((c) => c !== scope.exceptClass);
     const where: WhereFilter = {
       operator: 'And',
       operands: [
@@ -152,38 +206,51 @@ export class VectorIndex {
         { path: ['chunkIndex'], operator: 'GreaterThanEqual', valueInt: fromIndex },
       ],
     };
-    await this.client.batch.objectsBatchDeleter().withClassName(CHUNK_CLASS).withWhere(where).do();
+    for (const cls of classes) {
+      if (!(await this.client.schema.exists(cls))) continue;
+      await this.client.batch.objectsBatchDeleter().withClassName(cls).withWhere(where).do();
+    }
+  }
+
+  /** Chunk indexes of a document, over every class (a chunk in two classes appears twice). */
+  async listDocumentChunkIndexes(documentId: string, className?: string): Promise<number[]> {
+    const out: number[] = [];
+    for (const cls of className ? [className] : await this.chunkClasses()) {
+      const res = await this.client.graphql
+        .get()
+        .withClassName(cls)
+        .withWhere({ path: ['documentId'], operator: 'Equal', valueText: documentId })
+        .withFields('chunkIndex')
+        .withLimit(10000)
+        .do();
+      out.push(...(res.data?.Get?.[cls] ?? []).map((o: { chunkIndex: number }) => o.chunkIndex));
+    }
+    return out;
   }
 
   async countDocumentChunks(documentId: string): Promise<number> {
-    await this.ensureSchemaOnce();
-    const res = await this.client.graphql
-      .aggregate()
-      .withClassName(CHUNK_CLASS)
-      .withWhere({ path: ['documentId'], operator: 'Equal', valueText: documentId })
-      .withFields('meta { count }')
-      .do();
-    return res.data?.Aggregate?.[CHUNK_CLASS]?.[0]?.meta?.count ?? 0;
+    return (await this.listDocumentChunkIndexes(documentId)).length;
   }
 
-  async listDocumentChunkIndexes(documentId: string): Promise<number[]> {
-    await this.ensureSchemaOnce();
+  /** Chunks of a document in one class with their section trail (tests and the TOC's checks). */
+  async documentChunks(className: string, documentId: string): Promise<Array<{ chunkIndex: number; text: string; section: string; language: string }>> {
+    await this.ensureClass(className);
     const res = await this.client.graphql
       .get()
-      .withClassName(CHUNK_CLASS)
+      .withClassName(className)
       .withWhere({ path: ['documentId'], operator: 'Equal', valueText: documentId })
-      .withFields('chunkIndex')
+      .withFields('chunkIndex text section language')
       .withLimit(10000)
       .do();
-    return (res.data?.Get?.[CHUNK_CLASS] ?? []).map((o: { chunkIndex: number }) => o.chunkIndex);
+    return (res.data?.Get?.[className] ?? []).sort((a: { chunkIndex: number }, b: { chunkIndex: number }) => a.chunkIndex - b.chunkIndex);
   }
 
   private kbWhere(filter: IndexFilter): WhereFilter {
     return { path: ['knowledgeBaseId'], operator: 'Equal', valueText: filter.knowledgeBaseId };
   }
 
-  private toHits(res: any, scoreOf: (additional: any) => number): SearchHit[] {
-    return (res.data?.Get?.[CHUNK_CLASS] ?? []).map((o: any) => ({
+  private toHits(className: string, res: any, scoreOf: (additional: any) => number): SearchHit[] {
+    return (res.data?.Get?.[className] ?? []).map((o: any) => ({
       id: o._additional.id,
       documentId: o.documentId,
       documentName: o.documentName,
@@ -193,29 +260,55 @@ export class VectorIndex {
     }));
   }
 
-  async searchDense(filter: IndexFilter, vector: number[], limit: number): Promise<SearchHit[]> {
-    await this.ensureSchemaOnce();
+  private async nearVector(className: string, target: 'dense' | 'sparse', filter: IndexFilter, vector: number[], limit: number): Promise<SearchHit[]> {
+    await this.ensureClass(className);
     const res = await this.client.graphql
       .get()
-      .withClassName(CHUNK_CLASS)
+      .withClassName(className)
       .withWhere(this.kbWhere(filter))
-      .withNearVector({ vector })
+      .withNearVector({ vector, targetVectors: [target] })
       .withLimit(limit)
-      .withFields('documentId documentName chunkIndex text _additional { id distance }')
+      .withFields(`${HIT_FIELDS} _additional { id distance }`)
       .do();
-    return this.toHits(res, (a) => 1 - Number(a.distance));
+    return this.toHits(className, res, (a) => 1 - Number(a.distance));
   }
 
-  async searchBm25(filter: IndexFilter, query: string, limit: number): Promise<SearchHit[]> {
-    await this.ensureSchemaOnce();
+  /** Dense stream: nearest embedding vectors (score: cosine similarity). */
+  searchDense(className: string, filter: IndexFilter, vector: number[], limit: number): Promise<SearchHit[]> {
+    return this.nearVector(className, 'dense', filter, vector, limit);
+  }
+
+  /** Sparse stream: nearest hashed n-gram vectors (score: cosine similarity). */
+  searchSparse(className: string, filter: IndexFilter, vector: number[], limit: number): Promise<SearchHit[]> {
+    return this.nearVector(className, 'sparse', filter, vector, limit);
+  }
+
+  /** BM25 stream over the analysed terms (the query must be analysed the same way). */
+  async searchBm25(className: string, filter: IndexFilter, analysedQuery: string, limit: number): Promise<SearchHit[]> {
+    if (!analysedQuery.trim()) return [];
+    await this.ensureClass(className);
     const res = await this.client.graphql
       .get()
-      .withClassName(CHUNK_CLASS)
+      .withClassName(className)
       .withWhere(this.kbWhere(filter))
-      .withBm25({ query, properties: ['text', 'heading', 'documentName'] })
+      .withBm25({ query: analysedQuery, properties: ['bm25Text'] })
       .withLimit(limit)
-      .withFields('documentId documentName chunkIndex text _additional { id score }')
+      .withFields(`${HIT_FIELDS} _additional { id score }`)
       .do();
-    return this.toHits(res, (a) => Number(a.score));
+    return this.toHits(className, res, (a) => Number(a.score));
+  }
+
+  /** Weaviate's own hybrid query (BM25 + dense, relative-score fusion): the benchmark's baseline. */
+  async searchNativeHybrid(className: string, filter: IndexFilter, query: string, vector: number[], limit: number, alpha = 0.5): Promise<SearchHit[]> {
+    await this.ensureClass(className);
+    const res = await this.client.graphql
+      .get()
+      .withClassName(className)
+      .withWhere(this.kbWhere(filter))
+      .withHybrid({ query, vector, alpha, targetVectors: ['dense'], properties: ['bm25Text'] })
+      .withLimit(limit)
+      .withFields(`${HIT_FIELDS} _additional { id score }`)
+      .do();
+    return this.toHits(className, res, (a) => Number(a.score));
   }
 }
