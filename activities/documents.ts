@@ -27,10 +27,10 @@ export interface DocumentRef {
   documentId: string;
 }
 
-export type PipelineStep = 'digitize' | 'finalize_original' | 'embed';
+export type PipelineStep = 'digitize' | 'finalize_original' | 'rewrite' | 'embed';
 
 /** The queue a step occupies in the document's `in_queues` while it waits or runs. */
-export const queueOfStep: Record<PipelineStep, string> = { digitize: 'digitize', finalize_original: 'digitize', embed: 'embedding' };
+export const queueOfStep: Record<PipelineStep, string> = { digitize: 'digitize', finalize_original: 'digitize', rewrite: 'rewrite', embed: 'embedding' };
 
 /** Thrown when the document was deleted while its workflow ran: the workflow then ends quietly. */
 export const DOCUMENT_GONE = 'DocumentGone';

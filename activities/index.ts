@@ -1,12 +1,15 @@
-import { createDocumentActivities, type DocumentActivityDeps } from './documents.js';
-import { createBudgetActivities, type BudgetActivityDeps } from './budget.js';
-import { createDeletionActivities, type DeletionActivityDeps } from './deletion.js';
-import { createEmbeddingActivities, type EmbeddingActivityDeps } from './embedding.js';
-import { createVendorSyncActivities, type VendorSyncActivityDeps } from './vendor-sync.js';
+import type { Client } from '@temporalio/client';
+import type { Services } from '../lib/runtime.js';
+import { createDocumentActivities } from './documents.js';
+import { createBudgetActivities } from './budget.js';
+import { createDeletionActivities } from './deletion.js';
+import { createEmbeddingActivities } from './embedding.js';
+import { createVendorSyncActivities } from './vendor-sync.js';
 import { createMessagingActivities } from './messaging.js';
+import { createRewriteActivities } from './rewrite.js';
 
 /** Every activity the worker registers, built over the process's shared clients. */
-export function createActivities(deps: DocumentActivityDeps & BudgetActivityDeps & DeletionActivityDeps & EmbeddingActivityDeps & VendorSyncActivityDeps) {
+export function createActivities(deps: Services & { temporal: Client }) {
   return {
     ...createDocumentActivities(deps),
     ...createBudgetActivities(deps),
@@ -14,6 +17,7 @@ export function createActivities(deps: DocumentActivityDeps & BudgetActivityDeps
     ...createEmbeddingActivities(deps),
     ...createVendorSyncActivities(deps),
     ...createMessagingActivities(deps),
+    ...createRewriteActivities(deps),
   };
 }
 

@@ -33,7 +33,44 @@ export interface Config {
   /** Vendor sync's OpenAI-compatible vector-store API; null: sync fails with a clear error. */
   vendorSync: { baseUrl: string; apiKey: string | null } | null;
   messaging: MessagingSettings;
+  rewrite: RewriteSettings;
+  /** List prices per model, USD per million tokens; a model missing here is unpriced. */
+  modelPrices: Record<string, ModelPrice>;
 }
+
+export interface RewriteSettings {
+  /** Model per model_tier. */
+  models: { standard: string; economy: string };
+  /** Tried when the tier's model fails for good or its output is rejected; null: none. */
+  fallbackModel: string | null;
+  maxOutputTokens: number;
+  /** Source tokens per provider call; longer inputs are split into parts of this size. */
+  partTokens: number;
+  /** Tokens of the previous part repeated at the start of the next, as context. */
+  overlapTokens: number;
+  /** A call that has not answered in this time is abandoned (its usage becomes uncertain). */
+  timeoutSeconds: number;
+}
+
+export interface ModelPrice {
+  input: number;
+  output: number;
+}
+
+/**
+ * Published list prices (USD per million input / output tokens) of common OpenAI models, the
+ * default price table. MODEL_PRICES adds to or overrides it.
+ */
+export const defaultModelPrices: Record<string, ModelPrice> = {
+  'gpt-4.1': { input: 2, output: 8 },
+  'gpt-4.1-mini': { input: 0.4, output: 1.6 },
+  'gpt-4.1-nano': { input: 0.1, output: 0.4 },
+  'gpt-4o': { input: 2.5, output: 10 },
+  'gpt-4o-mini': { input: 0.15, output: 0.6 },
+  'gpt-5': { input: 1.25, output: 10 },
+  'gpt-5-mini': { input: 0.25, output: 2 },
+  'gpt-5-nano': { input: 0.05, output: 0.4 },
+};
 
 /** Messaging interface (README, "Messaging"). */
 export interface MessagingSettings {
@@ -81,6 +118,12 @@ export const configDefaults = {
   MESSAGING_UPSTREAM_TIMEOUT_SECONDS: '600',
   LEGACY_COMPLETION_MODEL: 'gpt-4.1-mini',
   LEGACY_COMPLETION_RETENTION_SECONDS: '1200',
+  REWRITE_MODEL_STANDARD: 'gpt-4.1',
+  REWRITE_MODEL_ECONOMY: 'gpt-4.1-mini',
+  REWRITE_MAX_OUTPUT_TOKENS: '16384',
+  REWRITE_PART_TOKENS: '6000',
+  REWRITE_OVERLAP_TOKENS: '200',
+  REWRITE_TIMEOUT_SECONDS: '600',
 } as const;
 
 /** Variables that have no default: the operator must choose them. */
@@ -118,6 +161,39 @@ function booleanSetting(name: string, value: string | undefined): boolean {
   if (['true', '1', 'yes'].includes(value.toLowerCase())) return true;
   if (['false', '0', 'no'].includes(value.toLowerCase())) return false;
   throw new ConfigError(`${name} must be true or false, got ${JSON.stringify(value)}`);
+}
+
+function modelPricesSetting(value: string | undefined): Record<string, ModelPrice> {
+  if (!value) return { ...defaultModelPrices };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    throw new ConfigError('MODEL_PRICES must be JSON: {"<model>": {"input": <USD per 1M tokens>, "output": <USD per 1M tokens>}}');
+  }
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new ConfigError('MODEL_PRICES must be a JSON object keyed by model name');
+  const prices = { ...defaultModelPrices };
+  for (const [model, price] of Object.entries(parsed as Record<string, unknown>)) {
+    const p = price as Partial<ModelPrice> | null;
+    const valid = (n: unknown) => typeof n === 'number' && Number.isFinite(n) && n >= 0;
+    if (!p || !valid(p.input) || !valid(p.output)) throw new ConfigError(`MODEL_PRICES.${model} needs non-negative numbers "input" and "output" (USD per million tokens)`);
+    prices[model] = { input: p.input!, output: p.output! };
+  }
+  return prices;
+}
+
+function rewriteSettings(env: Env): RewriteSettings {
+  const partTokens = integerSetting('REWRITE_PART_TOKENS', read(env, 'REWRITE_PART_TOKENS'), 100, 1_000_000);
+  const overlapTokens = integerSetting('REWRITE_OVERLAP_TOKENS', read(env, 'REWRITE_OVERLAP_TOKENS'), 0, 100_000);
+  if (overlapTokens >= partTokens / 2) throw new ConfigError('REWRITE_OVERLAP_TOKENS must be less than half of REWRITE_PART_TOKENS');
+  return {
+    models: { standard: read(env, 'REWRITE_MODEL_STANDARD'), economy: read(env, 'REWRITE_MODEL_ECONOMY') },
+    fallbackModel: env.REWRITE_FALLBACK_MODEL || null,
+    maxOutputTokens: integerSetting('REWRITE_MAX_OUTPUT_TOKENS', read(env, 'REWRITE_MAX_OUTPUT_TOKENS'), 16, 1_000_000),
+    partTokens,
+    overlapTokens,
+    timeoutSeconds: integerSetting('REWRITE_TIMEOUT_SECONDS', read(env, 'REWRITE_TIMEOUT_SECONDS'), 1, 86400),
+  };
 }
 
 export function loadConfig(env: Env = process.env): Config {
@@ -169,6 +245,8 @@ export function loadConfig(env: Env = process.env): Config {
       legacyModel: read(env, 'LEGACY_COMPLETION_MODEL'),
       legacyRetentionSeconds: integerSetting('LEGACY_COMPLETION_RETENTION_SECONDS', read(env, 'LEGACY_COMPLETION_RETENTION_SECONDS'), 1, 30 * 86400),
     },
+    rewrite: rewriteSettings(env),
+    modelPrices: modelPricesSetting(env.MODEL_PRICES),
   };
 }
 

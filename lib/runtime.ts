@@ -5,6 +5,7 @@ import { VectorIndex } from './providers/vector-index.js';
 import { embedderFromConfig, type EmbeddingProvider } from './providers/embeddings.js';
 import { OpenAiVectorStore, type VendorVectorStore } from './providers/vector-store.js';
 import { createLogger, type Logger } from './logger.js';
+import { OpenAiChatModel, type ChatModel } from './providers/llm.js';
 
 /** The long-lived clients a process (API or worker) shares, built once from the configuration. */
 export interface Services {
@@ -16,6 +17,8 @@ export interface Services {
   /** Vendor sync's external vector store; null when no vector-store API is configured. */
   vendorStore: VendorVectorStore | null;
   log: Logger;
+  /** The OpenAI-compatible model API (OPENAI_BASE_URL); null when none is configured. */
+  chatModel: ChatModel | null;
 }
 
 export function createServices(config: Config, component: string): Services {
@@ -27,5 +30,6 @@ export function createServices(config: Config, component: string): Services {
     embedder: embedderFromConfig(config),
     vendorStore: config.vendorSync ? new OpenAiVectorStore(config.vendorSync) : null,
     log: createLogger({ component }, config.logLevel),
+    chatModel: config.openaiBaseUrl ? new OpenAiChatModel({ baseURL: config.openaiBaseUrl, apiKey: config.openaiApiKey }) : null,
   };
 }

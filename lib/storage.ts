@@ -81,4 +81,6 @@ export const documentFiles = {
   digitized: (documentId: string) => `documents/${documentId}/digitized.md`,
   rewrittenDraft: (documentId: string) => `documents/${documentId}/rewritten_draft.md`,
   rewritten: (documentId: string) => `documents/${documentId}/rewritten.md`,
+  /** Work files of one rewrite attempt: its plan, each call's answer, each accepted part. */
+  rewriteAttempt: (documentId: string, attemptId: string) => `documents/${documentId}/rewrite/${attemptId}`,
 };

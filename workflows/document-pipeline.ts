@@ -8,10 +8,13 @@ import {
   defineSignal,
   proxyActivities,
   setHandler,
+  sleep,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { PipelineStep } from '../activities/documents.js';
+import type { RewriteCallOutcome, RewritePlan, RewriteRequest } from '../activities/rewrite.js';
+import type { Bound, Category } from '../lib/budget/ledger.js';
 import { searchAttributes } from '../lib/search-attributes.js';
 
 /**
@@ -27,6 +30,8 @@ export interface DocumentPipelineInput {
   steps: PipelineStep[];
   /** Request-level cap on the KB's digitized characters (the smaller of it and the KB limit applies). */
   requestCharacterLimit?: number | null;
+  /** Content type and person of the `rewrite` step (default: auto, no person). */
+  rewrite?: RewriteRequest;
 }
 
 export type PipelineStatus = 'running' | 'paused' | 'failed' | 'budget_blocked' | 'completed' | 'cancelled';
@@ -56,8 +61,23 @@ const heavy = proxyActivities<Activities>({
   retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '2 minutes', maximumAttempts: 8, nonRetryableErrorTypes: ['PermanentProcessingError', 'DocumentGone'] },
 });
 
+/** Model calls: one attempt may take long; a lost worker is noticed by the missing heartbeat. */
+const llm = proxyActivities<Activities>({
+  startToCloseTimeout: '2 hours',
+  heartbeatTimeout: '30 seconds',
+  retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5, nonRetryableErrorTypes: ['PermanentProcessingError', 'DocumentGone'] },
+});
+
 /** How long a budget-blocked step waits for a `budgetChanged` signal before checking again anyway. */
 const BUDGET_RECHECK = '5 minutes';
+
+/**
+ * Provider failures: 429s are retried for as long as they last (a rate-limit storm delays a
+ * document, never fails it); a model that is down (5xx, timeouts) is given this many tries before
+ * the fallback model, or the step fails with the provider's message.
+ */
+const MAX_UNAVAILABLE_TRIES = 5;
+const backoffMs = (n: number, hint: number | null) => Math.min(Math.max(hint ?? 1000 * 2 ** n, 100), 5 * 60_000);
 
 /** A step that could not run for a reason retrying will not fix; the message goes to the document. */
 class StepFailure extends Error {}
@@ -83,6 +103,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
 
   let budgetChanged = false;
   let attempt = 0;
+  let rewriteAttempts = 0;
   const ref = { documentId: input.documentId };
   const operationKey = (step: PipelineStep) => `${workflowInfo().workflowId}/${workflowInfo().runId}/${step}/${++attempt}`;
 
@@ -92,33 +113,27 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
   };
 
   /**
-   * Digitization under the character budget: extract once (cached), reserve the characters the new
-   * text adds, and wait for capacity while blocked; the extraction is never repeated.
+   * Budget admission of one bounded operation: reserve its bound, or mark the document
+   * BUDGET_BLOCKED and wait for `budgetChanged` (or the periodic re-check), then try again with a
+   * fresh bound. Returns the admitted operation's key.
    */
-  async function digitize() {
-    await heavy.extractText(ref);
+  async function admit(step: PipelineStep, category: Category, boundOf: () => Promise<{ knowledgeBaseId: string; bound: Bound }>): Promise<string> {
     for (;;) {
       budgetChanged = false;
-      const { characters, knowledgeBaseId } = await quick.digitizationBound(ref);
-      const key = operationKey('digitize');
+      const { knowledgeBaseId, bound } = await boundOf();
+      const key = operationKey(step);
       const admission = await quick.reserveBudget({
         knowledgeBaseId,
         operationKey: key,
         workflowId: workflowInfo().workflowId,
         documentId: input.documentId,
-        category: 'digitization',
-        bound: { characters },
+        category,
+        bound,
         requestCharacterLimit: input.requestCharacterLimit ?? null,
       });
       if (admission.admitted) {
         if (progress.status === 'budget_blocked') setBudgetBlocked(false);
-        try {
-          await heavy.acceptDigitizedText({ ...ref, operationKey: key });
-        } catch (err) {
-          await quick.releaseBudget({ operationKey: key, note: 'digitization failed' });
-          throw err;
-        }
-        return;
+        return key;
       }
       if (admission.reason === 'request_character_limit') throw new StepFailure(`QUOTA_EXCEEDED:knowledge_chars (${admission.detail})`);
       await quick.markBudgetBlocked({ ...ref, reason: admission.reason, detail: admission.detail });
@@ -127,8 +142,79 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
     }
   }
 
-  const runStep = (step: PipelineStep): Promise<unknown> =>
-    step === 'digitize' ? digitize() : step === 'finalize_original' ? heavy.saveOriginalAsRewritten(ref) : heavy.embedDocument(ref);
+  /**
+   * Digitization under the character budget: extract once (cached), reserve the characters the new
+   * text adds, and wait for capacity while blocked; the extraction is never repeated.
+   */
+  async function digitize() {
+    await heavy.extractText(ref);
+    const key = await admit('digitize', 'digitization', async () => {
+      const { characters, knowledgeBaseId } = await quick.digitizationBound(ref);
+      return { knowledgeBaseId, bound: { characters } };
+    });
+    try {
+      await heavy.acceptDigitizedText({ ...ref, operationKey: key });
+    } catch (err) {
+      await quick.releaseBudget({ operationKey: key, note: 'digitization failed' });
+      throw err;
+    }
+  }
+
+  /** One part's call with one model: admitted, dispatched, and retried while the provider is busy or down. */
+  async function callModel(plan: RewritePlan, attemptId: string, part: number, model: string, fallback: boolean): Promise<RewriteCallOutcome> {
+    let tries = 0;
+    for (;;) {
+      const key = await admit('rewrite', 'rewrite', async () => ({ knowledgeBaseId: plan.knowledgeBaseId, bound: plan.bounds[model]![part]! }));
+      const result = await llm.callRewriteModel({ ...ref, attemptId, part, model, fallback, operationKey: key });
+      if (result.outcome === 'accepted' || result.outcome === 'rejected' || result.outcome === 'permanent') return result;
+      tries++;
+      if (result.outcome !== 'rate_limited' && tries >= MAX_UNAVAILABLE_TRIES) return result;
+      const wait = backoffMs(tries - 1, result.retryAfterMs);
+      progress.lastError = `${model}: ${result.message}; trying again in ${Math.round(wait / 1000)} s`;
+      await sleep(wait);
+      progress.lastError = null;
+    }
+  }
+
+  /**
+   * LLM rewriting: each part of the digitized text is rewritten by the tier's model, or by the
+   * fallback model when that fails for good or its output is rejected. A rejected attempt keeps
+   * its draft and fails the step (`REWRITE_REJECTED:`); a provider that refuses the request fails
+   * it (`REWRITE_FAILED:`). The retry signal starts a new attempt.
+   */
+  async function rewrite() {
+    const attemptId = `${workflowInfo().runId}-${++rewriteAttempts}`;
+    const plan = await quick.planRewrite({ ...ref, attemptId, contentType: input.rewrite?.contentType ?? 'auto', personName: input.rewrite?.personName ?? null });
+    for (let part = 0; part < plan.partCount; part++) {
+      let last: RewriteCallOutcome | null = null;
+      for (const [i, model] of plan.models.entries()) {
+        last = await callModel(plan, attemptId, part, model, i > 0);
+        if (last.outcome === 'accepted') break;
+      }
+      if (last && last.outcome !== 'accepted') {
+        const where = plan.partCount > 1 ? `part ${part + 1} of ${plan.partCount}: ` : '';
+        if (last.outcome === 'rejected') {
+          await quick.finishRewrite({ ...ref, attemptId, rejected: last.message });
+          throw new StepFailure(`REWRITE_REJECTED: ${where}${last.message}`);
+        }
+        throw new StepFailure(`REWRITE_FAILED: ${where}${last.message}`);
+      }
+    }
+    await quick.finishRewrite({ ...ref, attemptId });
+  }
+
+  const runStep = (step: PipelineStep): Promise<unknown> => {
+    switch (step) {
+      case 'digitize':
+        return digitize();
+      case 'finalize_original':
+        return heavy.saveOriginalAsRewritten(ref);
+      case 'rewrite':
+        return rewrite();
+      case 'embed':
+        return heavy.embedDocument(ref);
+    }
+  };
 
   setHandler(progressQuery, () => progress);
   setHandler(pauseSignal, () => void (paused = true));

@@ -216,6 +216,15 @@ async function recordUsage(tx: Tx, r: { id: string; knowledgeBaseId: string; ope
   await tx.budgetReservation.update({ where: { id: r.id }, data: { status: 'settled', resolvedAt: new Date() } });
 }
 
+/**
+ * The provider's outcome is unknown (a timeout, a lost worker): the operation keeps its whole hold
+ * and blocks capped work until an operator resolves it. Idempotent.
+ */
+export async function markUncertain(db: Db, operationKey: string, note: string): Promise<boolean> {
+  const res = await db.budgetReservation.updateMany({ where: { operationKey, status: 'pending' }, data: { status: 'uncertain', note } });
+  return res.count > 0;
+}
+
 /** Returns an unused hold (the operation failed or never ran). Idempotent. */
 export async function release(db: Db, operationKey: string, note = 'released'): Promise<boolean> {
   const res = await db.budgetReservation.updateMany({ where: { operationKey, status: 'pending' }, data: { status: 'released', note, resolvedAt: new Date() } });

@@ -41,9 +41,14 @@ function processingFields(input: Omit<CreateDocumentInput, 'type'>) {
   };
 }
 
-/** The steps a new upload runs, from the flags the client sent. */
-export function stepsForNewUpload(input: Pick<CreateDocumentInput, 'use_original_as_rewritten'>): PipelineStep[] {
-  return input.use_original_as_rewritten ? ['digitize', 'finalize_original', 'embed'] : ['digitize'];
+/**
+ * The steps a new upload runs, from the flags the client sent. use_original_as_rewritten wins
+ * over auto_rewrite when both are set: the client asked for no LLM rewrite.
+ */
+export function stepsForNewUpload(input: Pick<CreateDocumentInput, 'use_original_as_rewritten' | 'auto_rewrite'>): PipelineStep[] {
+  if (input.use_original_as_rewritten) return ['digitize', 'finalize_original', 'embed'];
+  if (input.auto_rewrite) return ['digitize', 'rewrite', 'embed'];
+  return ['digitize'];
 }
 
 /**
@@ -64,7 +69,6 @@ export async function createDocumentFromUpload(deps: DocumentDeps, partner: stri
 /** One uploaded file to one document (single and batch uploads). */
 export async function createDocumentFromFile(deps: DocumentDeps, partner: string, kbName: string, input: Omit<CreateDocumentInput, 'type'>, file: UploadedFile) {
   const { db, storage, temporal, taskQueue } = deps;
-  if (input.auto_rewrite) throw new AppError('bad_request', 'auto_rewrite is not available yet in this deployment', undefined, 501);
   const found = await findKnowledgeBase(db, partner, kbName);
   if (found.kb.deletionRequestedAt) throw new AppError('conflict', `knowledge base ${JSON.stringify(kbName)} is being deleted`);
   const folder = await db.folder.findUnique({ where: { knowledgeBaseId_name: { knowledgeBaseId: found.kb.id, name: input.folder } } });
@@ -168,7 +172,6 @@ export function acceptableDocumentUrl(value: string): boolean {
  */
 export async function createDocumentFromUrl(deps: DocumentDeps, partner: string, kbName: string, input: Omit<CreateDocumentInput, 'type'> & { url: string }) {
   const { db, temporal, taskQueue } = deps;
-  if (input.auto_rewrite) throw new AppError('bad_request', 'auto_rewrite is not available yet in this deployment', undefined, 501);
   if (!acceptableDocumentUrl(input.url)) throw badRequest(`${JSON.stringify(input.url)} is not an absolute http or https URL`);
   const found = await findKnowledgeBase(db, partner, kbName);
   if (found.kb.deletionRequestedAt) throw new AppError('conflict', `knowledge base ${JSON.stringify(kbName)} is being deleted`);

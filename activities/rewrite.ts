@@ -1,0 +1,304 @@
+import crypto from 'node:crypto';
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { Db } from '../lib/db.js';
+import type { Config } from '../lib/config.js';
+import type { FileStorage } from '../lib/storage.js';
+import { documentFiles } from '../lib/storage.js';
+import { markUncertain, release, settle } from '../lib/budget/ledger.js';
+import { LlmCallFailed, classifyLlmError, type ChatCallResult, type ChatModel } from '../lib/providers/llm.js';
+import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/kb/embedding-status.js';
+import { countCharacters } from '../lib/kb/text.js';
+import {
+  callBound,
+  costUsd,
+  localPromptTokens,
+  partMessages,
+  renderPrompt,
+  resolveContentType,
+  rewriteTotals,
+  splitIntoParts,
+  validatePartOutput,
+  type RequestedContentType,
+  type RewriteContentType,
+  type RewritePart,
+  type RewritePass,
+} from '../lib/kb/rewrite.js';
+import { DOCUMENT_GONE, PERMANENT } from './documents.js';
+
+export interface RewriteActivityDeps {
+  db: Db;
+  storage: FileStorage;
+  config: Pick<Config, 'rewrite' | 'modelPrices' | 'openaiBaseUrl'>;
+  chatModel: ChatModel | null;
+}
+
+export interface RewriteRequest {
+  contentType: RequestedContentType;
+  personName?: string | null;
+}
+
+/** What the workflow needs to admit and run the calls of an attempt. */
+export interface RewritePlan {
+  knowledgeBaseId: string;
+  contentType: RewriteContentType;
+  partCount: number;
+  /** The tier's model, then the fallback model if one is configured. */
+  models: string[];
+  /** Admission bound of each part's call, per model. */
+  bounds: Record<string, Array<{ tokens: number; dollars?: string }>>;
+}
+
+/** The plan as stored with the attempt: everything a call needs, fixed for the attempt's life. */
+interface StoredPlan {
+  systemPrompt: string;
+  parts: RewritePart[];
+  maxOutputTokens: number;
+  models: string[];
+}
+
+export type RewriteCallOutcome =
+  | { outcome: 'accepted' }
+  | { outcome: 'rejected'; message: string }
+  | { outcome: 'rate_limited' | 'unavailable' | 'ambiguous' | 'permanent'; message: string; retryAfterMs: number | null };
+
+interface CallInput {
+  documentId: string;
+  attemptId: string;
+  part: number;
+  model: string;
+  fallback: boolean;
+  operationKey: string;
+}
+
+const opFile = (operationKey: string) => crypto.createHash('sha256').update(operationKey).digest('hex').slice(0, 32);
+
+export function createRewriteActivities({ db, storage, config, chatModel }: RewriteActivityDeps) {
+  const attemptDir = (documentId: string, attemptId: string) => documentFiles.rewriteAttempt(documentId, attemptId);
+  const files = {
+    plan: (d: string, a: string) => `${attemptDir(d, a)}/plan.json`,
+    answer: (d: string, a: string, key: string) => `${attemptDir(d, a)}/answer-${opFile(key)}.json`,
+    part: (d: string, a: string, part: number) => `${attemptDir(d, a)}/part-${part}.md`,
+    rejectedPart: (d: string, a: string, part: number) => `${attemptDir(d, a)}/part-${part}.rejected.md`,
+  };
+
+  async function loadDocument(documentId: string) {
+    const doc = await db.document.findUnique({ where: { id: documentId }, include: { knowledgeBase: true } });
+    if (!doc || doc.deletionRequestedAt) throw ApplicationFailure.nonRetryable(`document ${documentId} no longer exists`, DOCUMENT_GONE);
+    return doc;
+  }
+
+  const readPlan = async (documentId: string, attemptId: string): Promise<StoredPlan> => JSON.parse(await storage.readText(files.plan(documentId, attemptId)));
+
+  /** Appends a pass to the document's latest attempt once (a retried activity does not add it twice). */
+  async function recordPass(documentId: string, make: (passes: RewritePass[]) => RewritePass): Promise<void> {
+    await db.$transaction(async (tx) => {
+      await tx.$queryRaw`SELECT id FROM documents WHERE id = ${documentId}::uuid FOR UPDATE`;
+      const doc = await tx.document.findUnique({ where: { id: documentId } });
+      if (!doc) return;
+      const passes = (doc.rewriteInputTokensPasses as unknown as RewritePass[]) ?? [];
+      const pass = make(passes);
+      if (passes.some((p) => p.operation_key === pass.operation_key)) return;
+      const all = [...passes, pass];
+      const totals = rewriteTotals(all);
+      await tx.document.update({
+        where: { id: documentId },
+        data: { rewriteInputTokensPasses: all as never, rewriteInputTokensTotal: totals.rewriteInputTokensTotal, rewriteOutputTokens: totals.rewriteOutputTokens },
+      });
+    });
+  }
+
+  return {
+    /**
+     * Starts a rewrite attempt: resolves the content type and prompt, splits the digitized text
+     * into parts and fixes the plan in storage, so every retry of the attempt sends the same
+     * prompts. The document's rewrite statistics start over (they describe the latest attempt).
+     */
+    async planRewrite({ documentId, attemptId, contentType, personName }: { documentId: string; attemptId: string } & RewriteRequest): Promise<RewritePlan> {
+      const doc = await loadDocument(documentId);
+      if (!chatModel) {
+        throw ApplicationFailure.nonRetryable('rewriting needs an OpenAI-compatible model API: set OPENAI_BASE_URL (and OPENAI_API_KEY), then send the retry signal', PERMANENT);
+      }
+      if (!doc.fileDigitized) throw ApplicationFailure.nonRetryable('the document has no digitized content to rewrite', PERMANENT);
+      const resolved = resolveContentType(contentType, doc);
+      const models = [config.rewrite.models[doc.modelTier === 'economy' ? 'economy' : 'standard']];
+      if (config.rewrite.fallbackModel && config.rewrite.fallbackModel !== models[0]) models.push(config.rewrite.fallbackModel);
+
+      let plan: StoredPlan;
+      if (await storage.exists(files.plan(documentId, attemptId))) {
+        plan = await readPlan(documentId, attemptId);
+      } else {
+        const template = await db.rewritePrompt.findUnique({ where: { contentType: resolved } });
+        if (!template) throw ApplicationFailure.nonRetryable(`no rewrite prompt is configured for content type ${resolved}`, PERMANENT);
+        const text = await storage.readText(documentFiles.digitized(documentId));
+        const parts = splitIntoParts(text, config.rewrite.partTokens, config.rewrite.overlapTokens);
+        if (parts.length === 0) throw ApplicationFailure.nonRetryable('the digitized content is empty', PERMANENT);
+        plan = {
+          systemPrompt: renderPrompt(template.prompt, personName || doc.expertName || doc.knowledgeBase.expertName),
+          parts,
+          maxOutputTokens: config.rewrite.maxOutputTokens,
+          models,
+        };
+        await storage.write(files.plan(documentId, attemptId), JSON.stringify(plan));
+      }
+      await db.document.update({
+        where: { id: documentId },
+        data: {
+          processingError: null,
+          inQueues: [...doc.inQueues.filter((q) => q !== 'rewrite'), 'rewrite'],
+          rewriteInputTokensPasses: [],
+          rewriteInputTokensTotal: null,
+          rewriteOutputTokens: null,
+          rewriteCostUsd: null,
+          inputFileTokens: null,
+        },
+      });
+
+      const bounds: RewritePlan['bounds'] = {};
+      for (const model of plan.models) {
+        bounds[model] = plan.parts.map((part, i) => {
+          const { messages } = partMessages(plan.systemPrompt, part, i, plan.parts.length);
+          return callBound(localPromptTokens(messages), plan.maxOutputTokens, config.modelPrices[model]);
+        });
+      }
+      return { knowledgeBaseId: doc.knowledgeBaseId, contentType: resolved, partCount: plan.parts.length, models: plan.models, bounds };
+    },
+
+    /**
+     * One admitted provider call for one part. The answer is kept in storage before its usage is
+     * settled, so a retry after a crash settles and records it without calling again. A retry that
+     * finds the hold still pending and no answer cannot know whether the provider did the work: the
+     * operation becomes uncertain. Usage is settled whether the output is accepted or rejected.
+     */
+    async callRewriteModel({ documentId, attemptId, part, model, fallback, operationKey }: CallInput): Promise<RewriteCallOutcome> {
+      await loadDocument(documentId);
+      if (!chatModel) return { outcome: 'permanent', message: 'rewriting needs an OpenAI-compatible model API (OPENAI_BASE_URL)', retryAfterMs: null };
+      const plan = await readPlan(documentId, attemptId);
+      const source = plan.parts[part]!;
+      const { messages, overheadMessages } = partMessages(plan.systemPrompt, source, part, plan.parts.length);
+      const answerKey = files.answer(documentId, attemptId, operationKey);
+      const ctx = Context.current();
+      // Admitted: a block shown while this call waited for capacity is over.
+      await db.document.updateMany({ where: { id: documentId, processingError: { startsWith: 'BUDGET_BLOCKED:' } }, data: { processingError: null } });
+
+      let answer: ChatCallResult;
+      if (await storage.exists(answerKey)) {
+        answer = JSON.parse(await storage.readText(answerKey));
+      } else {
+        const hold = await db.budgetReservation.findUnique({ where: { operationKey } });
+        if (!hold) throw new Error(`no reservation ${operationKey}: a call is dispatched only after admission`);
+        if (hold.status === 'uncertain' || (hold.status === 'pending' && ctx.info.attempt > 1)) {
+          await markUncertain(db, operationKey, 'the worker was lost while the provider call was in flight');
+          return { outcome: 'ambiguous', message: 'the worker was lost during the model call; its usage is unknown', retryAfterMs: null };
+        }
+        if (hold.status !== 'pending') throw new Error(`reservation ${operationKey} is ${hold.status} before its call`);
+        const beat = setInterval(() => ctx.heartbeat(), 5_000);
+        try {
+          answer = await chatModel.complete({ model, messages, maxOutputTokens: plan.maxOutputTokens, timeoutMs: config.rewrite.timeoutSeconds * 1000, signal: ctx.cancellationSignal });
+        } catch (err) {
+          const failure = err instanceof LlmCallFailed ? err : classifyLlmError(err);
+          if (failure.kind === 'ambiguous') await markUncertain(db, operationKey, failure.message);
+          else await release(db, operationKey, failure.message);
+          if (ctx.cancellationSignal.aborted) throw err;
+          return { outcome: failure.kind, message: failure.message, retryAfterMs: failure.retryAfterMs };
+        } finally {
+          clearInterval(beat);
+        }
+        await storage.write(answerKey, JSON.stringify(answer));
+      }
+
+      const rejection = validatePartOutput(source.text, answer.content, answer.finishReason);
+      const price = config.modelPrices[model];
+      const cost = answer.usage && price ? costUsd(price, answer.usage.promptTokens, answer.usage.outputTokens) : null;
+      await settle(db, operationKey, {
+        inputTokens: answer.usage?.promptTokens ?? null,
+        outputTokens: answer.usage?.outputTokens ?? null,
+        costUsd: cost,
+        model,
+        fallback,
+        rejected: rejection !== null,
+      });
+      await storage.write(rejection ? files.rejectedPart(documentId, attemptId, part) : files.part(documentId, attemptId, part), answer.content.trim());
+      const overhead = localPromptTokens(overheadMessages);
+      await recordPass(documentId, (passes) => {
+        const first = !passes.some((p) => p.part === part);
+        return {
+          pass: passes.length + 1,
+          part,
+          part_count: plan.parts.length,
+          model_name: model,
+          fallback,
+          first_pass: first,
+          prompt_tokens: answer.usage?.promptTokens ?? null,
+          output_tokens: answer.usage?.outputTokens ?? null,
+          ...(first ? { prompt_overhead_tokens: overhead, source_input_tokens: answer.usage ? Math.max(0, answer.usage.promptTokens - overhead) : null } : {}),
+          finish_reason: answer.finishReason,
+          rejected: rejection !== null,
+          ...(rejection ? { rejection_reason: rejection } : {}),
+          cost_usd: cost === null ? null : Number(cost),
+          operation_key: operationKey,
+        };
+      });
+      return rejection ? { outcome: 'rejected', message: rejection } : { outcome: 'accepted' };
+    },
+
+    /**
+     * Ends an attempt. Accepted: the parts joined become the draft and, as every part passed
+     * validation, the final rewritten content, which queues embedding. Rejected: what the model
+     * wrote is kept as the draft for inspection and the final content is left as it was. Either
+     * way the attempt's totals and completion time are recorded.
+     */
+    async finishRewrite({ documentId, attemptId, rejected }: { documentId: string; attemptId: string; rejected?: string }): Promise<{ charCount: number }> {
+      const doc = await loadDocument(documentId);
+      // A retry after the attempt was finished and its work files removed: nothing left to do.
+      if (!(await storage.exists(files.plan(documentId, attemptId)))) return { charCount: doc.draftRewriteCharCount ?? 0 };
+      const plan = await readPlan(documentId, attemptId);
+      const outputs: string[] = [];
+      for (let i = 0; i < plan.parts.length; i++) {
+        const accepted = files.part(documentId, attemptId, i);
+        const refused = files.rejectedPart(documentId, attemptId, i);
+        if (await storage.exists(accepted)) outputs.push(await storage.readText(accepted));
+        else if (rejected && (await storage.exists(refused))) outputs.push(await storage.readText(refused));
+        else if (!rejected) throw new Error(`part ${i} of attempt ${attemptId} has no accepted output`);
+      }
+      const text = outputs.filter((o) => o.trim()).join('\n\n');
+      const charCount = countCharacters(text);
+      const passes = (doc.rewriteInputTokensPasses as unknown as RewritePass[]) ?? [];
+      const totals = rewriteTotals(passes);
+      const acceptedPasses = passes.filter((p) => !p.rejected);
+      const model = acceptedPasses.length > 0 && acceptedPasses.every((p) => !p.fallback) ? plan.models[0]! : (acceptedPasses.find((p) => p.fallback)?.model_name ?? passes.at(-1)?.model_name ?? plan.models[0]!);
+
+      if (text) await storage.write(documentFiles.rewrittenDraft(documentId), text);
+      if (!rejected) await storage.write(documentFiles.rewritten(documentId), text);
+      const queues = doc.inQueues.filter((q) => q !== 'rewrite' && q !== 'embedding');
+      await db.document.update({
+        where: { id: documentId },
+        data: {
+          ...(text ? { fileRewrittenDraft: 'rewritten_draft.md', draftRewriteCharCount: charCount } : {}),
+          rewriteModel: model,
+          rewriteProvider: config.openaiBaseUrl ? new URL(config.openaiBaseUrl).host : null,
+          rewriteProviderInferred: false,
+          rewriteInputTokensTotal: totals.rewriteInputTokensTotal,
+          rewriteOutputTokens: totals.rewriteOutputTokens,
+          rewriteCostUsd: totals.rewriteCostUsd === null ? null : totals.rewriteCostUsd.toFixed(8),
+          inputFileTokens: totals.inputFileTokens,
+          rewriteCompletedAt: new Date(),
+          ...(rejected
+            ? { inQueues: queues }
+            : {
+                fileRewritten: 'rewritten.md',
+                finalRewriteCharCount: charCount,
+                processingError: null,
+                inQueues: [...queues, 'embedding'],
+                embeddingStatus: 'pending',
+                embeddingError: null,
+              }),
+        },
+      });
+      if (!rejected) await refreshKnowledgeBaseEmbeddingStatus(db, doc.knowledgeBaseId);
+      await storage.removePrefix(attemptDir(documentId, attemptId));
+      return { charCount };
+    },
+  };
+}
+
+export type RewriteActivities = ReturnType<typeof createRewriteActivities>;
