@@ -1,0 +1,80 @@
+import assert from 'node:assert/strict';
+import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
+import { newKnowledgeBase } from '../support/fixtures.js';
+import { testStack } from '../support/stack.js';
+import { startVectorStoreUpstream, type VectorStoreUpstream } from './vector-store-upstream.js';
+
+/**
+ * Vendor sync against a local server of the OpenAI vector-store files API: enabling sync on a
+ * partner queues its rewritten documents, a new embedding re-syncs (replacing the vendor file),
+ * failures are visible and retry-failed recovers them, and the 409 rules.
+ */
+describe('vendor sync to an external vector store', function () {
+  this.timeout(240_000);
+  let upstream: VectorStoreUpstream;
+  let api: RunningApi;
+  let worker: RunningWorker;
+  let http: ReturnType<typeof client>;
+  const admin = () => testStack().adminApiKey;
+
+  before(async () => {
+    upstream = await startVectorStoreUpstream();
+    const env = { VENDOR_SYNC_BASE_URL: upstream.baseUrl, VENDOR_SYNC_API_KEY: 'sk-test' };
+    api = await startApi(env);
+    http = client(api.url);
+    worker = await startWorker(env);
+  });
+  after(async () => {
+    await worker?.kill();
+    await api?.close();
+    await upstream?.close();
+  });
+
+  it('mirrors rewritten documents once sync is enabled, replaces them when re-embedded, retries failures', async () => {
+    const { partner, kb, folder } = await newKnowledgeBase(http);
+    const status = () => http('GET', `/api/vendor-sync/${partner.name}/${kb}`, { key: admin() });
+    const up = await http('POST', `/api/documents/${partner.name}/${kb}`, {
+      key: partner.key,
+      form: { type: 'file', folder, use_original_as_rewritten: 'true', file: { name: 'tides.md', content: '# Tides\n\nSpring tides follow the new and full moon.' } },
+    });
+    assert.equal(up.status, 201);
+    const id = up.body.id as string;
+    await eventually('embedded', async () => (await http('GET', `/api/document/${partner.name}/${kb}/${id}`, { key: partner.key })).body.embedding_status === 'success' || undefined, 120_000);
+    assert.equal((await status()).body.counts.not_queued, 1, 'sync is off: nothing is mirrored');
+    assert.equal((await http('POST', `/api/vendor-sync/${partner.name}/${kb}/backfill`, { key: admin() })).status, 409, 'backfill while sync is disabled');
+    assert.equal(upstream.files.size, 0);
+
+    const enable = await http('PUT', `/api/partners/${partner.name}`, { key: admin(), form: { vendor_sync_enabled: 'true' } });
+    assert.equal(enable.status, 200, JSON.stringify(enable.body));
+    const synced = await eventually('synced after enabling', async () => {
+      const s = (await status()).body;
+      return s.counts.synced === 1 ? s : undefined;
+    });
+    const store = upstream.stores.get(synced.vector_store_id)!;
+    assert.ok(store, 'the KB got its own vector store');
+    const firstFile = synced.documents[0].vendor_file_id;
+    assert.match(upstream.files.get(firstFile)!.content, /Spring tides/);
+    assert.deepEqual([...store.files.keys()], [firstFile]);
+
+    // New final content is embedded and then mirrored again; the old vendor file is removed.
+    await http('PUT', `/api/documents/${partner.name}/${kb}/${id}/content/rewritten`, { key: partner.key, form: { content: '# Tides\n\nNeap tides follow the quarter moons.' } });
+    const resynced = await eventually('re-synced', async () => {
+      const s = (await status()).body;
+      return s.counts.synced === 1 && s.documents[0].vendor_file_id !== firstFile ? s : undefined;
+    }, 120_000);
+    assert.deepEqual([...store.files.keys()], [resynced.documents[0].vendor_file_id]);
+    assert.ok(!upstream.files.has(firstFile), 'the previous file is deleted');
+    assert.match(upstream.files.get(resynced.documents[0].vendor_file_id)!.content, /Neap tides/);
+
+    // An outage: the sync fails visibly, retry-failed queues exactly the failed document.
+    upstream.failUploads = true;
+    const backfill = await http('POST', `/api/vendor-sync/${partner.name}/${kb}/backfill`, { key: admin() });
+    assert.deepEqual(backfill.body, { status: 'queued', queued: 1 });
+    const failed = await eventually('failed', async () => ((await status()).body.counts.failed === 1 ? (await status()).body : undefined), 180_000);
+    assert.ok(failed.documents[0].error);
+    upstream.failUploads = false;
+    const retry = await http('POST', `/api/vendor-sync/${partner.name}/${kb}/retry-failed`, { key: admin() });
+    assert.deepEqual(retry.body, { status: 'queued', queued: 1 });
+    await eventually('synced again', async () => ((await status()).body.counts.synced === 1 ? true : undefined));
+  });
+});
