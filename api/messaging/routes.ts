@@ -64,8 +64,8 @@ export function messagingRoutes(deps: ApiDeps): RouteDefinition[] {
       method: 'post', path: '/v2/completions', access: 'none', deprecated: true, summary: 'Legacy completion (deprecated: use /v3)',
       description: `Deprecated: do not use for new projects; /v3 is the OpenAI-compatible interface. ${quotaKeyAuth} Needs quota type \`legacy\` or \`any\`. Answers \`{id: "/v2/completions/<id>", state: "in-progress"}\`; the completion runs as the workflow \`legacy-completion-<id>\`.`,
       body: { type: 'json', schema: legacyCompletionBody },
-      responses: { 202: { description: '`{id, state}`' }, ...messagingErrors },
-      handler: async ({ body, res }) => ({ status: 202, body: await requestLegacyCompletion(deps, res.locals.quotaKey, body.input) }),
+      responses: { 200: { description: '`{id, state}`' }, ...messagingErrors },
+      handler: async ({ body, res }) => ({ body: await requestLegacyCompletion(deps, res.locals.quotaKey, body.input) }),
     }),
     defineRoute({
       method: 'get', path: '/v2/completions/{id}', access: 'none', deprecated: true, summary: 'Poll a legacy completion (deprecated)',

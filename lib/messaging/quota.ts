@@ -18,19 +18,21 @@ export interface QuotaHold {
 /** ⌈characters / 4⌉: the usual rough token estimate, used only to size a hold. */
 export const estimateTokens = (text: string) => Math.ceil(text.length / 4);
 
+/** Waits for the key's row lock in line with the provider timeout rather than Prisma's 2 s default. */
+const txOptions = { maxWait: 60_000, timeout: 60_000 };
+
 export async function reserveQuota(
   db: Db,
   req: { quotaKeyId: string; operationKey: string; endpoint: string; tokens: number; holdMs: number },
 ): Promise<QuotaHold> {
   const tokens = BigInt(Math.max(1, Math.ceil(req.tokens)));
   return db.$transaction(async (tx) => {
-    await tx.$queryRaw`SELECT id FROM quota_keys WHERE id = ${req.quotaKeyId}::uuid FOR UPDATE`;
-    const key = await tx.quotaKey.findUniqueOrThrow({ where: { id: req.quotaKeyId } });
-    if (key.revokedAt) throw new AppError('invalid_api_key', 'invalid quota API key');
-    const existing = await tx.quotaReservation.findUnique({ where: { operationKey: req.operationKey } });
-    if (existing) return { operationKey: existing.operationKey, tokens: Number(existing.tokens) };
+    // Few statements under the lock: admissions of one key run one after another.
+    const [key] = await tx.$queryRaw<Array<{ tokenAmount: bigint; tokensConsumed: bigint; revokedAt: Date | null }>>`
+      SELECT "tokenAmount", "tokensConsumed", "revokedAt" FROM quota_keys WHERE id = ${req.quotaKeyId}::uuid FOR UPDATE`;
+    if (!key || key.revokedAt) throw new AppError('invalid_api_key', 'invalid quota API key');
     const held = await tx.quotaReservation.aggregate({
-      where: { quotaKeyId: key.id, status: 'pending', expiresAt: { gt: new Date() } },
+      where: { quotaKeyId: req.quotaKeyId, status: 'pending', expiresAt: { gt: new Date() } },
       _sum: { tokens: true },
     });
     const remaining = key.tokenAmount - key.tokensConsumed - (held._sum.tokens ?? 0n);
@@ -45,26 +47,29 @@ export async function reserveQuota(
       );
     }
     await tx.quotaReservation.create({
-      data: { quotaKeyId: key.id, operationKey: req.operationKey, endpoint: req.endpoint, tokens, expiresAt: new Date(Date.now() + req.holdMs) },
+      data: { quotaKeyId: req.quotaKeyId, operationKey: req.operationKey, endpoint: req.endpoint, tokens, expiresAt: new Date(Date.now() + req.holdMs) },
     });
-    await tx.quotaKey.update({ where: { id: key.id }, data: { lastUsedAt: new Date() } });
     return { operationKey: req.operationKey, tokens: Number(tokens) };
-  });
+  }, txOptions);
 }
 
-/** Records the used tokens once (null: unknown usage, charged the whole hold). */
-export async function settleQuota(db: Db, operationKey: string, usedTokens: number | null): Promise<'settled' | 'already_resolved' | 'unknown_operation'> {
+/**
+ * Records the used tokens once (null: unknown usage, charged the whole hold). The conditional
+ * status change makes a repeat a no-op; hold and consumption change in one commit, and the key
+ * row update waits for any admission holding the key's lock, so admissions see both or neither.
+ */
+export async function settleQuota(db: Db, operationKey: string, usedTokens: number | null): Promise<'settled' | 'already_resolved'> {
   return db.$transaction(async (tx) => {
-    const found = await tx.quotaReservation.findUnique({ where: { operationKey } });
-    if (!found) return 'unknown_operation';
-    await tx.$queryRaw`SELECT id FROM quota_keys WHERE id = ${found.quotaKeyId}::uuid FOR UPDATE`;
-    const r = await tx.quotaReservation.findUniqueOrThrow({ where: { operationKey } });
-    if (r.status !== 'pending') return 'already_resolved';
-    const used = usedTokens == null ? r.tokens : BigInt(Math.max(0, Math.trunc(usedTokens)));
-    await tx.quotaReservation.update({ where: { id: r.id }, data: { status: 'settled', usedTokens: used, resolvedAt: new Date() } });
-    await tx.quotaKey.update({ where: { id: r.quotaKeyId }, data: { tokensConsumed: { increment: used } } });
+    const known = usedTokens == null ? null : BigInt(Math.max(0, Math.trunc(usedTokens)));
+    const rows = await tx.$queryRaw<Array<{ quotaKeyId: string; used: bigint }>>`
+      UPDATE quota_reservations SET status = 'settled', "usedTokens" = COALESCE(${known}::bigint, tokens), "resolvedAt" = now()
+      WHERE "operationKey" = ${operationKey} AND status = 'pending'
+      RETURNING "quotaKeyId", "usedTokens" AS used`;
+    const r = rows[0];
+    if (!r) return 'already_resolved';
+    await tx.$executeRaw`UPDATE quota_keys SET "tokensConsumed" = "tokensConsumed" + ${r.used}, "lastUsedAt" = now() WHERE id = ${r.quotaKeyId}::uuid`;
     return 'settled';
-  });
+  }, txOptions);
 }
 
 export async function releaseQuota(db: Db, operationKey: string): Promise<void> {

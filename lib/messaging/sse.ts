@@ -1,4 +1,6 @@
-import type { Response } from 'express';
+import type { ServerResponse } from 'node:http';
+
+type Response = ServerResponse;
 
 /**
  * A server-sent-events answer. Writes wait for 'drain' when the client reads slower than the
@@ -8,6 +10,8 @@ import type { Response } from 'express';
 export class SseWriter {
   private keepAlive: NodeJS.Timeout | null = null;
   private started = false;
+  /** True while a write waits for the client to read (observable for tests and metrics). */
+  waitingForDrain = false;
 
   constructor(
     private readonly res: Response,
@@ -21,7 +25,7 @@ export class SseWriter {
   start(): void {
     if (this.started) return;
     this.started = true;
-    this.res.status(200);
+    this.res.statusCode = 200;
     this.res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
     this.res.setHeader('Cache-Control', 'no-cache, no-transform');
     this.res.setHeader('Connection', 'keep-alive');
@@ -46,8 +50,10 @@ export class SseWriter {
     if (this.closed) return;
     this.armKeepAlive();
     if (this.res.write(chunk)) return;
+    this.waitingForDrain = true;
     await new Promise<void>((resolve) => {
       const done = () => {
+        this.waitingForDrain = false;
         this.res.off('drain', done);
         this.res.off('close', done);
         resolve();

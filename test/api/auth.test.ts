@@ -336,6 +336,28 @@ describe('API authentication and authorization', function () {
       method: 'POST', path: '/api/rag-test/search', access: 'authenticated', bodyScoped: true, ok: 200,
       prepare: async () => ({ owner, path: '/api/rag-test/search', call: { json: { partner: owner.name, kb, user_message: 'tide tables' } } }),
     },
+    // Messaging quota keys (api/messaging/quota-key-routes.ts).
+    { method: 'GET', path: '/api/quota-keys', access: 'admin', ok: 200, prepare: shared(() => '/api/quota-keys') },
+    {
+      method: 'POST', path: '/api/quota-keys', access: 'admin', ok: 201,
+      prepare: async () => {
+        const name = unique('quota-key');
+        return {
+          owner, path: '/api/quota-keys', call: { json: { name, quota_type: 'chat', token_amount: 100 } },
+          unchanged: async () => assert.equal(await api.deps.db.quotaKey.count({ where: { name } }), 0, 'no key was created'),
+        };
+      },
+    },
+    {
+      method: 'DELETE', path: '/api/quota-keys/{id}', access: 'admin', ok: 200,
+      prepare: async () => {
+        const created = await http('POST', '/api/quota-keys', { key: admin, json: { name: unique('quota-key'), quota_type: 'chat', token_amount: 100 } });
+        return {
+          owner, path: `/api/quota-keys/${created.body.id}`,
+          unchanged: async () => assert.equal((await api.deps.db.quotaKey.findUniqueOrThrow({ where: { id: created.body.id } })).revokedAt, null, 'the key was not revoked'),
+        };
+      },
+    },
     { method: 'GET', path: '/api/embedding/{partner}/{kb}', access: 'partner', ok: 200, prepare: shared(() => `/api/embedding/${owner.name}/${kb}`) },
     { method: 'POST', path: '/api/embedding/{partner}/{kb}/retry-failed', access: 'partner', ok: 200, prepare: shared(() => `/api/embedding/${owner.name}/${kb}/retry-failed`) },
     // The seed document has no final rewritten content: an authorized caller gets the 409 that says so.
@@ -349,7 +371,8 @@ describe('API authentication and authorization', function () {
 
   it('the table covers every route the knowledge-base interface registers', async () => {
     const { knowledgeBaseRoutes } = await import('../../api/knowledge-base/routes.js');
-    const registered = knowledgeBaseRoutes(api.deps).map((r) => `${r.method.toUpperCase()} ${r.path} ${r.access === 'authenticated' ? 'authenticated' : r.access}`);
+    const { quotaKeyRoutes } = await import('../../api/messaging/quota-key-routes.js');
+    const registered = [...knowledgeBaseRoutes(api.deps), ...quotaKeyRoutes(api.deps)].map((r) => `${r.method.toUpperCase()} ${r.path} ${r.access === 'authenticated' ? 'authenticated' : r.access}`);
     const tested = endpoints.map((e) => `${e.method} ${e.path} ${e.access}`);
     assert.deepEqual([...tested].sort(), [...registered].sort());
   });

@@ -88,7 +88,7 @@ describe('messaging v3: chat completions and responses through the openai client
       const r = await openai.responses.create({ model: 'small-model', input: 'Hi', max_output_tokens: 40, reasoning: { effort: 'none' } as any });
       assert.equal(r.object, 'response');
       assert.equal(r.output_text, 'The answer.');
-      assert.ok(!r.output.some((i) => i.id.startsWith('rs_service_') || i.id.startsWith('fs_service_')), 'no visibility items without knowledge');
+      assert.ok(!r.output.some((i) => (i.id ?? '').startsWith('rs_service_') || (i.id ?? '').startsWith('fs_service_')), 'no visibility items without knowledge');
       const sent = lastCall('/v1/responses').body;
       assert.equal(sent.max_output_tokens, 40);
       assert.deepEqual(sent.reasoning, { effort: 'none' });

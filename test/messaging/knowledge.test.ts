@@ -1,0 +1,161 @@
+import assert from 'node:assert/strict';
+import type OpenAI from 'openai';
+import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
+import { chatCompletion, startOpenAiUpstream, type OpenAiUpstream, type UpstreamCall } from '../support/openai-upstream.js';
+import { newKnowledgeBase } from '../support/fixtures.js';
+import { collect, newQuotaKey, responseEvents, responseObject, v3Client } from './support.js';
+
+/**
+ * Knowledge context on /v3/responses against a real knowledge base whose document went through
+ * the pipeline (digitize, chunk, embed into Weaviate): the visibility items of spec 2.4 in order,
+ * previews instead of chunks, the event order of spec section 4 when streamed.
+ */
+const fogParagraph =
+  'When fog rolled in from the Atlantic,   the keeper of Skerryvore sounded a compressed-air horn every ninety seconds\n\nso that fishing boats could find the channel between the reefs. ' +
+  'The horn was driven by an engine in the base of the tower that the assistant keeper started whenever the far buoy vanished from sight, and the log recorded every hour of fog.';
+const article = `# Lighthouse keeping\n\nThe keeper trimmed the lamp wicks every evening at dusk.\n\n## Fog signals\n\n${fogParagraph}\n`;
+
+describe('messaging v3: knowledge context and visibility items', function () {
+  let upstream: OpenAiUpstream;
+  let api: RunningApi;
+  let worker: RunningWorker;
+  let openai: OpenAI;
+  let openaiEmpty: OpenAI;
+  let service: { character: { name: string; prompt: string; knowledge_base: { partner: string; kb: string } } };
+  let emptyService: typeof service;
+  let documentId: string;
+
+  const responder = (call: UpstreamCall) => {
+    if (call.path.endsWith('/chat/completions')) return { json: chatCompletion(call, 'Every ninety seconds.') };
+    return call.body?.stream ? { sse: responseEvents(call, 'Every ninety seconds.', ['Check  the\nsources. ']), named: true, done: false } : { json: responseObject(call, 'Every ninety seconds.') };
+  };
+
+  before(async function () {
+    this.timeout(180_000);
+    upstream = await startOpenAiUpstream(responder);
+    api = await startApi({ OPENAI_BASE_URL: upstream.baseUrl });
+    worker = await startWorker();
+    const http = client(api.url);
+    const { partner, kb, folder } = await newKnowledgeBase(http);
+    const created = await http('POST', `/api/documents/${partner.name}/${kb}`, {
+      key: partner.key,
+      form: { type: 'file', folder, use_original_as_rewritten: 'true', file: { name: 'lighthouse.md', content: article, type: 'text/markdown' } },
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    documentId = created.body.id;
+    await eventually('the document to be embedded', async () => {
+      const d = await http('GET', `/api/document/${partner.name}/${kb}/${documentId}`, { key: partner.key });
+      return d.body.embedding_status === 'success';
+    }, 120_000);
+    const emptyKb = 'empty-kb';
+    const k = await http('POST', `/api/knowledgebases/${partner.name}`, { key: partner.key, form: { name: emptyKb } });
+    assert.equal(k.status, 201, JSON.stringify(k.body));
+    const quota = await newQuotaKey(http, { partner: partner.name });
+    openai = v3Client(api.url, quota.key);
+    openaiEmpty = openai;
+    service = { character: { name: 'Keeper', prompt: 'You are the lighthouse keeper.', knowledge_base: { partner: partner.name, kb } } };
+    emptyService = { character: { ...service.character, knowledge_base: { partner: partner.name, kb: emptyKb } } };
+  });
+  after(async () => {
+    await worker?.kill();
+    await api?.close();
+    await upstream?.close();
+  });
+
+  const question = 'How often was the fog horn sounded?';
+
+  function assertVisibility(output: any[], expectSources: boolean) {
+    const [searching, fileSearch, found] = output;
+    assert.equal(searching.type, 'reasoning');
+    assert.match(searching.id, /^rs_service_/);
+    assert.equal(searching.summary[0].type, 'summary_text');
+    assert.match(searching.summary[0].text, /knowledge base/i);
+    assert.equal(fileSearch.type, 'file_search_call');
+    assert.match(fileSearch.id, /^fs_service_/);
+    assert.equal(fileSearch.status, 'completed');
+    assert.deepEqual(fileSearch.queries, [question]);
+    assert.ok(Array.isArray(fileSearch.results));
+    assert.equal(found.type, 'reasoning');
+    assert.match(found.id, /^rs_service_/);
+    assert.notEqual(found.id, searching.id);
+    assert.equal(found.summary[0].text, `Found ${fileSearch.results.length} relevant documents, thinking...`);
+    if (!expectSources) {
+      assert.deepEqual(fileSearch.results, []);
+      return;
+    }
+    assert.ok(fileSearch.results.length > 0);
+    const top = fileSearch.results.find((r: any) => /ninety seconds/.test(r.text));
+    assert.ok(top, JSON.stringify(fileSearch.results));
+    assert.equal(top.file_id, documentId);
+    assert.equal(top.filename, 'lighthouse.md');
+    assert.equal(typeof top.score, 'number');
+    assert.equal(typeof top.attributes.chunk_index, 'number');
+    assert.ok(Array.isArray(top.attributes.retrievers));
+    for (const r of fileSearch.results) {
+      assert.ok([...r.text].length <= 200, `preview of ${[...r.text].length} characters`);
+      assert.equal(r.text, r.text.trim());
+      assert.doesNotMatch(r.text, /\s{2,}|\n/, 'whitespace collapsed');
+    }
+    assert.ok(!JSON.stringify(fileSearch.results).includes('the log recorded every hour of fog'), 'never the full chunk');
+  }
+
+  it('puts the three visibility items before the model output and the sources into the instructions', async () => {
+    const r: any = await openai.responses.create({ model: 'm', input: question, instructions: 'Answer briefly.', metadata: { service } } as any);
+    assert.equal(r.output.length, 4);
+    assertVisibility(r.output, true);
+    assert.equal(r.output[3].type, 'message');
+    assert.equal(r.output_text, 'Every ninety seconds.');
+    const sent = upstream.callsTo('/v1/responses').at(-1)!.body;
+    assert.equal(sent.metadata, undefined, 'metadata.service never reaches the model');
+    assert.match(sent.instructions, /^You are the lighthouse keeper\.\n\nAnswer briefly\./);
+    assert.match(sent.instructions, /the log recorded every hour of fog/, 'the model gets full chunks');
+  });
+
+  it('a search without sources still returns a completed file_search_call with results []', async () => {
+    const r: any = await openaiEmpty.responses.create({ model: 'm', input: question, metadata: { service: emptyService } } as any);
+    assertVisibility(r.output, false);
+    assert.equal(r.output[2].summary[0].text, 'Found 0 relevant documents, thinking...');
+  });
+
+  it('streams the events of spec section 4 in order, then the model events, then response.completed', async () => {
+    const stream = await openai.responses.create({ model: 'm', input: question, stream: true, metadata: { service } } as any);
+    const events: any[] = await collect(stream as any);
+    const types = events.map((e) => e.type);
+    assert.deepEqual(types.slice(0, 9), [
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.output_item.done',
+      'response.file_search_call.in_progress',
+      'response.file_search_call.searching',
+      'response.file_search_call.completed',
+      'response.output_item.added',
+      'response.output_item.done',
+    ]);
+    assert.match(events[2].item.id, /^rs_service_/);
+    assert.match(events[6].item.id, /^fs_service_/);
+    assert.ok(events[6].item.results.length > 0, 'item.results is the source list');
+    assert.match(events[7].item.summary[0].text, /^Found \d+ relevant documents, thinking\.\.\.$/);
+    assert.equal(types.at(-1), 'response.completed');
+    assert.equal(types.filter((t) => t === 'response.created').length, 1, "the provider's own created event is not repeated");
+    const model = events.slice(9, -1);
+    assert.ok(model.length > 0);
+    assert.ok(model.every((e) => e.output_index === undefined || e.output_index >= 3), 'model items come after the service items');
+    assert.deepEqual(model.filter((e) => e.type === 'response.reasoning_text.delta').map((e) => e.delta), ['Check  the\nsources. ']);
+    assert.deepEqual(events.map((e) => e.sequence_number), events.map((_, i) => i));
+    const final = events.at(-1).response;
+    assertVisibility(final.output, true);
+    assert.equal(final.output.at(-1).type, 'message');
+    assert.equal(final.id, events[0].response.id);
+  });
+
+  it('chat completions use the knowledge but keep the normal shape', async () => {
+    const c: any = await openai.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: question }], metadata: { service } } as any);
+    assert.equal(c.object, 'chat.completion');
+    assert.deepEqual(Object.keys(c.choices[0].message).sort(), ['content', 'refusal', 'role']);
+    assert.ok(!JSON.stringify(c).includes('rs_service_'));
+    const sent = upstream.callsTo('/v1/chat/completions').at(-1)!.body;
+    assert.equal(sent.messages[0].role, 'system');
+    assert.match(sent.messages[0].content, /ninety seconds/);
+  });
+});

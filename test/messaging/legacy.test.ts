@@ -1,0 +1,92 @@
+import assert from 'node:assert/strict';
+import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
+import { chatCompletion, startOpenAiUpstream, type OpenAiUpstream, type UpstreamCall } from '../support/openai-upstream.js';
+import { newQuotaKey } from './support.js';
+
+/** Legacy /v2/completions: request, poll, retention, failures, keys. */
+describe('messaging v2: legacy completions (deprecated)', function () {
+  let upstream: OpenAiUpstream;
+  let api: RunningApi;
+  let worker: RunningWorker;
+  let http: ReturnType<typeof client>;
+  let key: string;
+
+  const echo = (call: UpstreamCall) => ({ json: chatCompletion(call, `echo: ${call.body.messages.at(-1).content}`) });
+
+  before(async function () {
+    this.timeout(120_000);
+    upstream = await startOpenAiUpstream(echo);
+    const env = { OPENAI_BASE_URL: upstream.baseUrl, LEGACY_COMPLETION_RETENTION_SECONDS: '4', LEGACY_COMPLETION_MODEL: 'legacy-model' };
+    api = await startApi(env);
+    worker = await startWorker(env);
+    http = client(api.url);
+    ({ key } = await newQuotaKey(http, { quota_type: 'legacy' }));
+  });
+  beforeEach(() => upstream.respond(echo));
+  after(async () => {
+    await worker?.kill();
+    await api?.close();
+    await upstream?.close();
+  });
+
+  const input = {
+    messages: [{ role: 'user', content: 'Hello keeper' }],
+    character: { name: 'Keeper', prompt: 'You are {{name}}, keeper of {{place}}.' },
+    character_params: { place: 'Skerryvore' },
+  };
+
+  it('answers {id, state: in-progress}, runs a workflow, and the poll returns the output; after retention it is gone (404)', async () => {
+    const res = await http('POST', '/v2/completions', { headers: { 'X-Api-Key': key }, json: { input } });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.deepEqual(Object.keys(res.body).sort(), ['id', 'state']);
+    assert.equal(res.body.state, 'in-progress');
+    assert.match(res.body.id, /^\/v2\/completions\/[0-9a-f-]{36}$/);
+    const id = res.body.id.split('/').at(-1);
+    const done = await eventually('the completion to finish', async () => {
+      const r = await http('GET', res.body.id, { headers: { 'X-Api-Key': key } });
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+      return r.body.state === 'completed' ? r.body : null;
+    });
+    assert.equal(done.id, res.body.id);
+    assert.equal(done.output.message.content, 'echo: Hello keeper');
+    const sent = upstream.callsTo('/v1/chat/completions').at(-1)!.body;
+    assert.equal(sent.model, 'legacy-model');
+    assert.deepEqual(sent.messages[0], { role: 'system', content: 'You are Keeper, keeper of Skerryvore.' });
+    const description = await api.deps.temporal.workflow.getHandle(`legacy-completion-${id}`).describe();
+    assert.equal(description.type, 'legacyCompletion');
+    await eventually('the result to expire', async () => (await http('GET', res.body.id, { headers: { 'X-Api-Key': key } })).status === 404, 20_000);
+    const gone = await http('GET', res.body.id, { headers: { 'X-Api-Key': key } });
+    assert.equal(gone.body.detail.code, 'not_found');
+    assert.match(gone.body.detail.message, /expired/);
+  });
+
+  it('a provider failure ends in state failed', async () => {
+    upstream.respond(() => ({ status: 500, json: { error: { message: 'down', type: 'server_error' } } }));
+    const res = await http('POST', '/v2/completions', { headers: { 'X-Api-Key': key }, json: { input } });
+    assert.equal(res.status, 200);
+    const failed = await eventually('the completion to fail', async () => {
+      const r = await http('GET', res.body.id, { headers: { 'X-Api-Key': key } });
+      return r.body.state === 'failed' ? r.body : null;
+    });
+    assert.equal(failed.output, null);
+    assert.match(failed.error, /down/);
+  });
+
+  it('needs a legacy (or any) quota key; other keys cannot read it', async () => {
+    assert.equal((await http('POST', '/v2/completions', { json: { input } })).status, 401);
+    const chatKey = await newQuotaKey(http, { quota_type: 'chat' });
+    assert.equal((await http('POST', '/v2/completions', { headers: { 'X-Api-Key': chatKey.key }, json: { input } })).status, 403);
+    const res = await http('POST', '/v2/completions', { headers: { 'X-Api-Key': key }, json: { input } });
+    const other = await newQuotaKey(http, { quota_type: 'legacy' });
+    assert.equal((await http('GET', res.body.id, { headers: { 'X-Api-Key': other.key } })).status, 404);
+    assert.equal((await http('POST', '/v2/completions', { headers: { 'X-Api-Key': key }, json: { input: { messages: [] } } })).status, 400);
+    assert.equal((await http('POST', '/v2/completions', { headers: { 'X-Api-Key': key }, json: { input: { ...input, audio_files: ['a.wav'] } } })).status, 501);
+  });
+
+  it('is marked deprecated in the OpenAPI document', async () => {
+    const doc = await http('GET', '/openapi.json');
+    assert.equal(doc.body.paths['/v2/completions'].post.deprecated, true);
+    assert.equal(doc.body.paths['/v2/completions/{id}'].get.deprecated, true);
+    assert.ok(!doc.body.paths['/v3/responses'].post.deprecated);
+  });
+});
