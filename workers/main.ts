@@ -5,6 +5,7 @@ import { createServices } from '../lib/runtime.js';
 import { createActivities } from '../activities/index.js';
 import { connectTemporalClient, ensureBudgetSweeper } from '../lib/temporal.js';
 import { setDefaultSpeechToText } from '../lib/kb/extractors/media.js';
+import { reembedOnProfileChange } from '../lib/kb/embedding-profiles.js';
 import { OpenAiCompatibleSpeechToText } from '../lib/providers/speech-to-text.js';
 
 /**
@@ -40,6 +41,9 @@ await ensureBudgetSweeper(temporal, config.temporalTaskQueue, {
   intervalSeconds: config.budgetSweepIntervalSeconds,
   graceSeconds: config.budgetSweepGraceSeconds,
 });
+// A changed embedding model re-embeds the knowledge bases that hold another profile's vectors.
+const reembedding = await reembedOnProfileChange({ db: services.db, temporal, taskQueue: config.temporalTaskQueue }, services.embedder.profile);
+if (reembedding > 0) services.log.info('re-embedding for a new embedding profile', { profile: services.embedder.profile.name, documents: reembedding });
 services.log.info('worker started', { taskQueue: config.temporalTaskQueue, namespace: config.temporalNamespace });
 await worker.run();
 await services.db.$disconnect();
