@@ -21,7 +21,14 @@ export const reasoningSchema: JsonSchema = {
 const metadataSchema: JsonSchema = {
   type: 'object',
   description: '`service` is the character (validated, applied by this service, never forwarded); other keys are forwarded',
-  properties: { service: serviceMetadataSchema as unknown as JsonSchema },
+  properties: {
+    // Validated by the service itself (lib/messaging/service-metadata.ts), so that its errors name
+    // the full path (metadata.service.character...); the schema is shown here for the reference.
+    service: {
+      type: 'object',
+      description: `The character; schema: ${JSON.stringify(serviceMetadataSchema)}`,
+    },
+  },
 };
 
 const common = {
