@@ -33,7 +33,7 @@ export const retrievalDefaults: RetrievalSettings = {
   topK: 12,
   searchMultiplier: 6,
   rrfK: 15,
-  weights: { dense: 1, sparse: 0.5, bm25: 1 },
+  weights: { dense: 1.2, sparse: 0.3, bm25: 0.8 },
   queryWeights: { original: 1, replaced: 0.5 },
   characterReplacementName: null,
 };
