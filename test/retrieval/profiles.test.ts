@@ -30,8 +30,8 @@ describe('embedding profiles and paid embeddings', function () {
   let paidWorker: RunningWorker | undefined;
   // A profile change re-embeds every KB of the system: this test gets a system of its own (its
   // own database and task queue), so the suite's other knowledge bases are left alone.
-  const databaseUrl = testStack().databaseUrl.replace(/\/[^/]+$/, `/dwb_profiles_${process.pid}`);
-  const isolated = { DATABASE_URL: databaseUrl, TEMPORAL_TASK_QUEUE: `profiles-${process.pid}` };
+  let databaseUrl: string;
+  let isolated: Record<string, string>;
 
   before(async () => {
     upstream = await startOpenAiUpstream((call) => {
@@ -45,6 +45,8 @@ describe('embedding profiles and paid embeddings', function () {
         },
       };
     });
+    databaseUrl = testStack().databaseUrl.replace(/\/[^/]+$/, `/dwb_profiles_${process.pid}`);
+    isolated = { DATABASE_URL: databaseUrl, TEMPORAL_TASK_QUEUE: `profiles-${process.pid}` };
     await dropDatabase(databaseUrl);
     await ensureDatabase(databaseUrl);
     await migrate(databaseUrl);
@@ -57,7 +59,7 @@ describe('embedding profiles and paid embeddings', function () {
     await paidApi?.close();
     await localApi?.close();
     await upstream?.close();
-    await dropDatabase(databaseUrl);
+    if (databaseUrl) await dropDatabase(databaseUrl);
   });
 
   it('a new embedding model re-embeds the KB into its own profile and records tokens and dollars', async () => {
