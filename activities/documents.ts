@@ -1,4 +1,4 @@
-import { ApplicationFailure } from '@temporalio/activity';
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Db } from '../lib/db.js';
 import type { FileStorage } from '../lib/storage.js';
 import { documentFiles } from '../lib/storage.js';
@@ -11,6 +11,10 @@ import { fetchPage, FetchRefused } from '../lib/providers/web-fetch.js';
 import { extractPage, UnsupportedContentType } from '../lib/kb/article.js';
 import type { Config } from '../lib/config.js';
 import { extractFile, UnreadableDocument } from '../lib/kb/extractors/index.js';
+import { TranscriptUnavailable, type VideoTranscriptSource } from '../lib/providers/video-transcripts.js';
+import { ScrapeFailed, type Scraper } from '../lib/providers/scraper.js';
+import { markUncertain, release, settle } from '../lib/budget/ledger.js';
+import { Prisma } from '../lib/db.js';
 import fsp from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -21,7 +25,11 @@ export interface DocumentActivityDeps {
   index: VectorIndex;
   embedder: EmbeddingProvider;
   config: Pick<Config, 'urlFetchAllowPrivate' | 'urlFetchAllowLoopback'>;
+  videoTranscripts: VideoTranscriptSource;
+  scraper: Scraper | null;
 }
+
+export type ScrapeOutcome = { outcome: 'scraped' } | { outcome: 'refused' | 'unavailable' | 'ambiguous'; message: string };
 
 export interface DocumentRef {
   documentId: string;
@@ -37,7 +45,7 @@ export const DOCUMENT_GONE = 'DocumentGone';
 /** A failure that retrying cannot fix (unreadable file, missing content). */
 export const PERMANENT = 'PermanentProcessingError';
 
-export function createDocumentActivities({ db, storage, index, embedder, config }: DocumentActivityDeps) {
+export function createDocumentActivities({ db, storage, config, videoTranscripts, scraper }: DocumentActivityDeps) {
   async function loadDocument(documentId: string) {
     const doc = await db.document.findUnique({ where: { id: documentId }, include: { knowledgeBase: true } });
     if (!doc || doc.deletionRequestedAt) throw ApplicationFailure.nonRetryable(`document ${documentId} no longer exists`, DOCUMENT_GONE);
@@ -106,7 +114,102 @@ export function createDocumentActivities({ db, storage, index, embedder, config 
     return { charCount: countCharacters(extracted.text), cached: false };
   }
 
+  /**
+   * A video URL: its transcript is the original and the digitized text (no video is downloaded);
+   * the video's title becomes the name. A video without a transcript fails with a readable
+   * processing_error; a platform outage is retried.
+   */
+  async function extractVideo(doc: { id: string; url: string | null; nameFromSource: boolean }) {
+    let transcript;
+    try {
+      transcript = await videoTranscripts.fetchTranscript(doc.url!);
+    } catch (err) {
+      if (err instanceof TranscriptUnavailable) throw ApplicationFailure.nonRetryable(err.message, PERMANENT);
+      throw err;
+    }
+    await storage.write(documentFiles.original(doc.id, 'txt'), transcript.text);
+    await storage.write(documentFiles.extracted(doc.id), transcript.text);
+    await db.document.update({
+      where: { id: doc.id },
+      data: {
+        fileOriginal: 'transcript.txt',
+        originalExtension: 'txt',
+        ...(doc.nameFromSource && transcript.title ? { name: transcript.title.slice(0, 500), nameFromSource: false } : {}),
+      },
+    });
+    return { charCount: countCharacters(transcript.text), cached: false };
+  }
+
+  const scrapeRecord = (documentId: string) => `${documentFiles.prefix(documentId)}/scrape.json`;
+
   return {
+    /**
+     * Whether the document's page goes through the scraping provider, and the dollars its scrape
+     * may cost (the admission bound). Null: no scrape (no provider, not a URL, a video, or the
+     * page is already extracted).
+     */
+    async scrapeBound({ documentId }: DocumentRef): Promise<{ knowledgeBaseId: string; dollars: string } | null> {
+      const doc = await loadDocument(documentId);
+      if (!scraper || doc.type !== 'url' || doc.fileOriginal || !doc.url || videoTranscripts.videoId(doc.url)) return null;
+      if (await storage.exists(documentFiles.extracted(documentId))) return null;
+      const { costPerCreditUsd, creditsPerPage } = scraper.settings;
+      return { knowledgeBaseId: doc.knowledgeBaseId, dollars: new Prisma.Decimal(costPerCreditUsd).times(creditsPerPage).toDecimalPlaces(8, Prisma.Decimal.ROUND_UP).toFixed() };
+    },
+
+    /**
+     * One admitted scrape: the page's markdown becomes the original and the extraction cache, its
+     * cost is settled and recorded as digitization_provider / digitization_cost_usd. The answer is
+     * kept before settling, so a retry after a crash settles it without scraping again; a retry that
+     * finds no answer cannot know whether the provider worked (and billed): uncertain.
+     */
+    async scrapeUrl({ documentId, operationKey }: DocumentRef & { operationKey: string }): Promise<ScrapeOutcome> {
+      const doc = await loadDocument(documentId);
+      if (!scraper) return { outcome: 'refused', message: 'no scraping provider is configured' };
+      let record: { markdown: string; title: string | null; costUsd: string; reportedUsage: boolean };
+      if (await storage.exists(scrapeRecord(documentId))) {
+        record = JSON.parse(await storage.readText(scrapeRecord(documentId)));
+      } else {
+        const hold = await db.budgetReservation.findUnique({ where: { operationKey } });
+        if (!hold) throw new Error(`no reservation ${operationKey}: a scrape is dispatched only after admission`);
+        if (hold.status === 'uncertain' || (hold.status === 'pending' && Context.current().info.attempt > 1)) {
+          await markUncertain(db, operationKey, 'the worker was lost while the scrape was in flight');
+          return { outcome: 'ambiguous', message: 'the worker was lost during the scrape; its cost is unknown' };
+        }
+        let result;
+        try {
+          result = await scraper.scrape(doc.url!, Context.current().cancellationSignal);
+        } catch (err) {
+          if (!(err instanceof ScrapeFailed)) throw err;
+          if (err.kind === 'ambiguous') await markUncertain(db, operationKey, err.message);
+          else await release(db, operationKey, err.message);
+          return { outcome: err.kind, message: err.message };
+        }
+        const costUsd = new Prisma.Decimal(scraper.settings.costPerCreditUsd).times(result.credits).toDecimalPlaces(8, Prisma.Decimal.ROUND_UP).toFixed();
+        record = { markdown: result.markdown.replace(/\r\n?/g, '\n'), title: result.title, costUsd, reportedUsage: result.reportedUsage };
+        await storage.write(scrapeRecord(documentId), JSON.stringify(record));
+      }
+      if (!record.markdown.trim()) {
+        await settle(db, operationKey, { characters: 0, costUsd: record.costUsd, model: scraper.settings.name });
+        return { outcome: 'refused', message: `${doc.url} has no readable text` };
+      }
+      await storage.write(documentFiles.original(documentId, 'md'), record.markdown);
+      await storage.write(documentFiles.extracted(documentId), record.markdown);
+      await settle(db, operationKey, { characters: 0, costUsd: record.costUsd, model: scraper.settings.name }, async (tx) => {
+        await tx.document.update({
+          where: { id: documentId },
+          data: {
+            fileOriginal: 'page.md',
+            originalExtension: 'md',
+            digitizationProvider: scraper.settings.name,
+            digitizationCostUsd: record.costUsd,
+            ...(doc.nameFromSource && record.title ? { name: record.title.slice(0, 500), nameFromSource: false } : {}),
+          },
+        });
+      });
+      await storage.removePrefix(scrapeRecord(documentId));
+      return { outcome: 'scraped' };
+    },
+
     /**
      * Extracts the original's text (plain text and Markdown for now) into a cache next to it, and
      * returns its size. A cached extraction is reused, so a document resumed after a budget block
@@ -116,7 +219,7 @@ export function createDocumentActivities({ db, storage, index, embedder, config 
       const doc = await loadDocument(documentId);
       const cacheKey = documentFiles.extracted(documentId);
       if (await storage.exists(cacheKey)) return { charCount: countCharacters(await storage.readText(cacheKey)), cached: true };
-      if (doc.type === 'url' && !doc.fileOriginal) return extractUrl(doc);
+      if (doc.type === 'url' && !doc.fileOriginal) return videoTranscripts.videoId(doc.url ?? '') ? extractVideo(doc) : extractUrl(doc);
       if (!doc.fileOriginal || !doc.originalExtension) throw ApplicationFailure.nonRetryable('the document has no original file to digitize', PERMANENT);
       const text = await extractStoredOriginal(documentId, doc.originalExtension, doc.fileOriginal);
       await storage.write(cacheKey, text);

@@ -217,7 +217,9 @@ export function createRewriteActivities({ db, storage, config, chatModel }: Rewr
         fallback,
         rejected: rejection !== null,
       });
-      await storage.write(rejection ? files.rejectedPart(documentId, attemptId, part) : files.part(documentId, attemptId, part), answer.content.trim());
+      // A rejected answer is kept for the draft, unless it is empty and an earlier one said something.
+      const keep = rejection ? files.rejectedPart(documentId, attemptId, part) : files.part(documentId, attemptId, part);
+      if (!rejection || answer.content.trim() || !(await storage.exists(keep))) await storage.write(keep, answer.content.trim());
       const overhead = localPromptTokens(overheadMessages);
       await recordPass(documentId, (passes) => {
         const first = !passes.some((p) => p.part === part);

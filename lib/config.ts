@@ -34,6 +34,10 @@ export interface Config {
   vendorSync: { baseUrl: string; apiKey: string | null } | null;
   messaging: MessagingSettings;
   rewrite: RewriteSettings;
+  /** A scraping provider for URL documents; null fetches pages directly. */
+  scraper: ScraperSettings | null;
+  /** The video platform whose transcripts digitize video URL documents. */
+  videoPlatformBaseUrl: string;
   /** List prices per model, USD per million tokens; a model missing here is unpriced. */
   modelPrices: Record<string, ModelPrice>;
 }
@@ -50,6 +54,15 @@ export interface RewriteSettings {
   overlapTokens: number;
   /** A call that has not answered in this time is abandoned (its usage becomes uncertain). */
   timeoutSeconds: number;
+}
+
+export interface ScraperSettings {
+  baseUrl: string;
+  apiKey: string | null;
+  name: string;
+  costPerCreditUsd: number;
+  creditsPerPage: number;
+  timeoutMs: number;
 }
 
 export interface ModelPrice {
@@ -118,6 +131,7 @@ export const configDefaults = {
   MESSAGING_UPSTREAM_TIMEOUT_SECONDS: '600',
   LEGACY_COMPLETION_MODEL: 'gpt-4.1-mini',
   LEGACY_COMPLETION_RETENTION_SECONDS: '1200',
+  VIDEO_PLATFORM_BASE_URL: 'https://www.youtube.com',
   REWRITE_MODEL_STANDARD: 'gpt-4.1',
   REWRITE_MODEL_ECONOMY: 'gpt-4.1-mini',
   REWRITE_MAX_OUTPUT_TOKENS: '16384',
@@ -180,6 +194,20 @@ function modelPricesSetting(value: string | undefined): Record<string, ModelPric
     prices[model] = { input: p.input!, output: p.output! };
   }
   return prices;
+}
+
+function scraperSettings(env: Env): ScraperSettings | null {
+  if (!env.SCRAPER_BASE_URL) return null;
+  const cost = Number(env.SCRAPER_COST_PER_CREDIT_USD ?? '0.001');
+  if (!Number.isFinite(cost) || cost < 0) throw new ConfigError(`SCRAPER_COST_PER_CREDIT_USD must be a non-negative number, got ${JSON.stringify(env.SCRAPER_COST_PER_CREDIT_USD)}`);
+  return {
+    baseUrl: urlSetting('SCRAPER_BASE_URL', env.SCRAPER_BASE_URL, ['http:', 'https:']),
+    apiKey: env.SCRAPER_API_KEY || null,
+    name: env.SCRAPER_NAME || 'firecrawl',
+    costPerCreditUsd: cost,
+    creditsPerPage: integerSetting('SCRAPER_CREDITS_PER_PAGE', env.SCRAPER_CREDITS_PER_PAGE || '5', 1, 1_000_000),
+    timeoutMs: 1000 * integerSetting('SCRAPER_TIMEOUT_SECONDS', env.SCRAPER_TIMEOUT_SECONDS || '120', 1, 3600),
+  };
 }
 
 function rewriteSettings(env: Env): RewriteSettings {
@@ -246,6 +274,8 @@ export function loadConfig(env: Env = process.env): Config {
       legacyRetentionSeconds: integerSetting('LEGACY_COMPLETION_RETENTION_SECONDS', read(env, 'LEGACY_COMPLETION_RETENTION_SECONDS'), 1, 30 * 86400),
     },
     rewrite: rewriteSettings(env),
+    scraper: scraperSettings(env),
+    videoPlatformBaseUrl: urlSetting('VIDEO_PLATFORM_BASE_URL', read(env, 'VIDEO_PLATFORM_BASE_URL'), ['http:', 'https:']),
     modelPrices: modelPricesSetting(env.MODEL_PRICES),
   };
 }

@@ -6,6 +6,8 @@ import { embedderFromConfig, type EmbeddingProvider } from './providers/embeddin
 import { OpenAiVectorStore, type VendorVectorStore } from './providers/vector-store.js';
 import { createLogger, type Logger } from './logger.js';
 import { OpenAiChatModel, type ChatModel } from './providers/llm.js';
+import { YouTubeTranscripts, type VideoTranscriptSource } from './providers/video-transcripts.js';
+import { Scraper } from './providers/scraper.js';
 
 /** The long-lived clients a process (API or worker) shares, built once from the configuration. */
 export interface Services {
@@ -19,6 +21,10 @@ export interface Services {
   log: Logger;
   /** The OpenAI-compatible model API (OPENAI_BASE_URL); null when none is configured. */
   chatModel: ChatModel | null;
+  /** Transcripts of video URL documents (VIDEO_PLATFORM_BASE_URL). */
+  videoTranscripts: VideoTranscriptSource;
+  /** The scraping provider for URL documents (SCRAPER_BASE_URL); null fetches pages directly. */
+  scraper: Scraper | null;
 }
 
 export function createServices(config: Config, component: string): Services {
@@ -30,6 +36,8 @@ export function createServices(config: Config, component: string): Services {
     embedder: embedderFromConfig(config),
     vendorStore: config.vendorSync ? new OpenAiVectorStore(config.vendorSync) : null,
     log: createLogger({ component }, config.logLevel),
+    videoTranscripts: new YouTubeTranscripts({ baseUrl: config.videoPlatformBaseUrl }),
+    scraper: config.scraper ? new Scraper(config.scraper) : null,
     chatModel: config.openaiBaseUrl ? new OpenAiChatModel({ baseURL: config.openaiBaseUrl, apiKey: config.openaiApiKey }) : null,
   };
 }

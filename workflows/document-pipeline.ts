@@ -147,6 +147,8 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
    * text adds, and wait for capacity while blocked; the extraction is never repeated.
    */
   async function digitize() {
+    const scrape = await quick.scrapeBound(ref);
+    if (scrape) await scrapePage(scrape);
     await heavy.extractText(ref);
     const key = await admit('digitize', 'digitization', async () => {
       const { characters, knowledgeBaseId } = await quick.digitizationBound(ref);
@@ -157,6 +159,24 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
     } catch (err) {
       await quick.releaseBudget({ operationKey: key, note: 'digitization failed' });
       throw err;
+    }
+  }
+
+  /**
+   * A URL page through the scraping provider, admitted by its dollar bound; an outage is retried
+   * with backoff, an ambiguous outcome (uncertain cost) too — on a capped KB it then waits for an
+   * operator's resolution like every unresolved provider outcome.
+   */
+  async function scrapePage(bound: { knowledgeBaseId: string; dollars: string }) {
+    for (let tries = 1; ; tries++) {
+      const key = await admit('digitize', 'digitization', async () => ({ knowledgeBaseId: bound.knowledgeBaseId, bound: { dollars: bound.dollars } }));
+      const result = await heavy.scrapeUrl({ ...ref, operationKey: key });
+      if (result.outcome === 'scraped') return;
+      if (result.outcome === 'refused' || tries >= MAX_UNAVAILABLE_TRIES) throw new StepFailure(result.message);
+      const wait = backoffMs(tries - 1, null);
+      progress.lastError = `${result.message}; trying again in ${Math.round(wait / 1000)} s`;
+      await sleep(wait);
+      progress.lastError = null;
     }
   }
 

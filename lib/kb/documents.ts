@@ -8,6 +8,7 @@ import type { PipelineStep } from '../../activities/documents.js';
 import { findKnowledgeBase } from './lookup.js';
 import { checkUpload, type UploadedFile } from './uploads.js';
 import { startDocumentPipeline } from './pipeline.js';
+import { youTubeVideoId } from '../providers/video-transcripts.js';
 
 export interface CreateDocumentInput {
   type: 'file' | 'url';
@@ -175,6 +176,7 @@ export async function createDocumentFromUrl(deps: DocumentDeps, partner: string,
   if (!acceptableDocumentUrl(input.url)) throw badRequest(`${JSON.stringify(input.url)} is not an absolute http or https URL`);
   const found = await findKnowledgeBase(db, partner, kbName);
   if (found.kb.deletionRequestedAt) throw new AppError('conflict', `knowledge base ${JSON.stringify(kbName)} is being deleted`);
+  if (!found.partner.allowAudioVideo && youTubeVideoId(input.url)) throw new AppError('forbidden', `video URLs are not enabled for this partner (${input.url})`);
   const folder = await db.folder.findUnique({ where: { knowledgeBaseId_name: { knowledgeBaseId: found.kb.id, name: input.folder } } });
   if (!folder || folder.deletionRequestedAt) throw notFound(`folder ${JSON.stringify(input.folder)} does not exist in knowledge base ${JSON.stringify(kbName)}`);
   const document = await createWithinDocumentQuota(db, found.partner, (tx) =>

@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import http_ from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { newKnowledgeBase, unique } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
@@ -27,11 +29,64 @@ describe('LLM rewriting', function () {
   let api: RunningApi;
   let worker: RunningWorker;
   let http: ReturnType<typeof client>;
+  let platform: http_.Server;
+  const platformCalls: string[] = [];
   const admin = () => testStack().adminApiKey;
+
+  /** A local stand-in for the video platform: timedtext track list, captions and oEmbed. */
+  const captions: Record<string, { title: string; lines: Array<[number, number, string]> }> = {
+    riverTalk01: { title: 'How rivers build deltas', lines: [[0, 2, 'Welcome back.'], [2, 3, 'Today: deltas &amp; sediment.'], [9, 2, 'When the current slows,'], [11, 2, 'sand drops out.']] },
+  };
+  const startPlatform = async () => {
+    platform = http_.createServer((req, res) => {
+      const u = new URL(req.url ?? '/', 'http://x');
+      platformCalls.push(u.pathname + u.search);
+      const video = captions[u.searchParams.get('v') ?? ''];
+      if (u.pathname === '/api/timedtext' && u.searchParams.get('type') === 'list') {
+        res.writeHead(200, { 'content-type': 'text/xml' });
+        return void res.end(video ? '<transcript_list><track id="0" name="" lang_code="en" lang_original="English" lang_default="true"/></transcript_list>' : '<transcript_list/>');
+      }
+      if (u.pathname === '/api/timedtext' && video && u.searchParams.get('lang') === 'en') {
+        res.writeHead(200, { 'content-type': 'text/xml' });
+        return void res.end(`<?xml version="1.0" encoding="utf-8" ?><transcript>${video.lines.map(([start, dur, t]) => `<text start="${start}" dur="${dur}">${t}</text>`).join('')}</transcript>`);
+      }
+      if (u.pathname === '/oembed') {
+        const id = new URL(u.searchParams.get('url')!).searchParams.get('v')!;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return void res.end(JSON.stringify({ title: captions[id]?.title, author_name: 'River Channel' }));
+      }
+      res.writeHead(404).end();
+    });
+    platform.listen(0, '127.0.0.1');
+    await new Promise((r) => platform.once('listening', r));
+    return `http://127.0.0.1:${(platform.address() as AddressInfo).port}`;
+  };
+
+  /** A local scraping provider speaking the Firecrawl v1 scrape protocol. */
+  let scraper: http_.Server;
+  const scrapes: Array<{ url: string; authorization: string | undefined }> = [];
+  const startScraper = async () => {
+    scraper = http_.createServer(async (req, res) => {
+      let body = '';
+      for await (const c of req) body += c;
+      const { url } = JSON.parse(body);
+      scrapes.push({ url, authorization: req.headers.authorization });
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ success: true, creditsUsed: 2, data: { markdown: `# Tides\n\nScraped from ${url}: tides follow the moon.`, metadata: { title: 'Tides explained', statusCode: 200, sourceURL: url } } }));
+    });
+    scraper.listen(0, '127.0.0.1');
+    await new Promise((r) => scraper.once('listening', r));
+    return `http://127.0.0.1:${(scraper.address() as AddressInfo).port}`;
+  };
 
   before(async () => {
     upstream = await startOpenAiUpstream(ok);
     const env = {
+      VIDEO_PLATFORM_BASE_URL: await startPlatform(),
+      SCRAPER_BASE_URL: await startScraper(),
+      SCRAPER_API_KEY: 'fc-test',
+      SCRAPER_COST_PER_CREDIT_USD: '0.002',
+      SCRAPER_CREDITS_PER_PAGE: '5',
       OPENAI_BASE_URL: upstream.baseUrl,
       OPENAI_API_KEY: 'sk-test',
       REWRITE_MODEL_STANDARD: 'rw-standard',
@@ -51,6 +106,10 @@ describe('LLM rewriting', function () {
     await worker?.kill();
     await api?.close();
     await upstream?.close();
+    platform?.closeAllConnections();
+    await new Promise((r) => platform?.close(r));
+    scraper?.closeAllConnections();
+    await new Promise((r) => scraper?.close(r));
   });
   beforeEach(() => upstream.respond(ok));
 
@@ -315,6 +374,75 @@ describe('LLM rewriting', function () {
     assert.equal((await limits(k)).tokens.reserved, 0);
   });
 
+  it('a video URL is digitized from its transcript (titled by the video) and rewritten with the video prompt', async () => {
+    const k = await newKnowledgeBase(http);
+    const url = 'https://www.youtube.com/watch?v=riverTalk01';
+    const created = await http('POST', `/api/documents/${k.partner.name}/${k.kb}`, { key: k.partner.key, form: { type: 'url', url, folder: k.folder, auto_rewrite: 'true' } });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const doc = await embedded(k, created.body.id);
+    assert.equal(doc.name, 'How rivers build deltas');
+    assert.equal((await content(k, doc.id, 'digitized')).content, 'Welcome back. Today: deltas & sediment.\n\nWhen the current slows, sand drops out.');
+    assert.ok(platformCalls.some((c) => c.includes('v=riverTalk01&lang=en')));
+    const call = callsFor('Today: deltas & sediment.')[0]!;
+    assert.match(call.body.messages[0].content, /transcripts of spoken video/, 'auto resolves a video URL to the video prompt');
+    assert.match((await content(k, doc.id, 'rewritten')).content, /When the current slows/);
+  });
+
+  it('a video without a transcript fails with a readable processing_error', async () => {
+    const k = await newKnowledgeBase(http);
+    const created = await http('POST', `/api/documents/${k.partner.name}/${k.kb}`, { key: k.partner.key, form: { type: 'url', url: 'https://youtu.be/silentFilm9', folder: k.folder, auto_rewrite: 'true' } });
+    assert.equal(created.status, 201);
+    const doc = await eventually('failed', async () => {
+      const d = await read(k, created.body.id);
+      return d.processing_error ? d : null;
+    });
+    assert.match(doc.processing_error, /silentFilm9 has no transcript/);
+    assert.equal(doc.digitized_char_count, null);
+  });
+
+  it('refuses video URLs for a partner without allow_audio_video, creating nothing', async () => {
+    const k = await newKnowledgeBase(http);
+    const off = await http('PUT', `/api/partners/${k.partner.name}`, { key: admin(), form: { allow_audio_video: 'false' } });
+    assert.equal(off.status, 200);
+    const res = await http('POST', `/api/documents/${k.partner.name}/${k.kb}`, { key: k.partner.key, form: { type: 'url', url: 'https://www.youtube.com/watch?v=riverTalk01', folder: k.folder } });
+    assert.equal(res.status, 403);
+    assert.match(res.body.detail, /video URLs are not enabled/);
+    assert.equal((await http('GET', `/api/documents/${k.partner.name}/${k.kb}`, { key: k.partner.key })).body.documents.length, 0);
+  });
+
+  it('with a scraping provider configured, a URL page is scraped and its cost recorded as digitization_provider / digitization_cost_usd', async () => {
+    const k = await newKnowledgeBase(http);
+    const url = `https://news.example/${unique('tides')}`;
+    const created = await http('POST', `/api/documents/${k.partner.name}/${k.kb}`, { key: k.partner.key, form: { type: 'url', url, folder: k.folder } });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const doc = await eventually('digitized', async () => {
+      const d = await read(k, created.body.id);
+      return d.digitized_char_count > 0 ? d : null;
+    });
+    assert.deepEqual(scrapes.filter((x) => x.url === url), [{ url, authorization: 'Bearer fc-test' }]);
+    assert.equal(doc.name, 'Tides explained');
+    assert.equal(doc.digitization_provider, 'firecrawl');
+    assert.equal(doc.digitization_cost_usd, 0.004, '2 reported credits at $0.002');
+    assert.equal((await content(k, doc.id, 'digitized')).content, `# Tides\n\nScraped from ${url}: tides follow the moon.`);
+    const budget = await limits(k);
+    assert.equal(budget.dollars.consumed, 0.004);
+    assert.equal(budget.dollars.reserved, 0);
+    assert.equal((await kbUsage(k)).lifetime_usage.cost_usd_total, 0.004);
+  });
+
+  it('a scrape waits BUDGET_BLOCKED when the dollar limit cannot hold its bound, without calling the provider', async () => {
+    const k = await newKnowledgeBase(http);
+    await http('PATCH', `/api/knowledgebases/${k.partner.name}/${k.kb}/limits`, { key: k.partner.key, json: { dollar_limit_usd: '0.005' } });
+    const url = `https://news.example/${unique('blocked')}`;
+    const created = await http('POST', `/api/documents/${k.partner.name}/${k.kb}`, { key: k.partner.key, form: { type: 'url', url, folder: k.folder } });
+    await eventually('blocked on dollars', async () => (await read(k, created.body.id)).processing_error?.startsWith('BUDGET_BLOCKED:dollar_limit_exhausted'));
+    assert.equal(scrapes.filter((x) => x.url === url).length, 0);
+    await http('PATCH', `/api/knowledgebases/${k.partner.name}/${k.kb}/limits`, { key: k.partner.key, json: { dollar_limit_usd: '1' } });
+    await eventually('scraped', async () => (await read(k, created.body.id)).digitized_char_count > 0);
+    assert.equal(scrapes.filter((x) => x.url === url).length, 1);
+    assert.equal((await limits(k)).dollars.consumed, 0.004);
+  });
+
   describe('queue, bulk and prompts', () => {
     const digitizedOnly = async (k: Kb, content: string) => {
       const id = await upload(k, content, { auto_rewrite: 'false' });
@@ -342,7 +470,7 @@ describe('LLM rewriting', function () {
 
     it('POST /api/queue/process refuses what cannot be processed, changing nothing', async () => {
       const k = await newKnowledgeBase(http);
-      const empty = await http('POST', `/api/documents/${k.partner.name}/${k.kb}/empty`, { key: k.partner.key, form: { folder: k.folder, name: 'blank' } });
+      const empty = await http('POST', `/api/documents/${k.partner.name}/${k.kb}/empty`, { key: k.partner.key, form: { folder: k.folder, name: 'blank', type: 'file' } });
       assert.equal(empty.status, 201, JSON.stringify(empty.body));
       const noContent = await process(k, empty.body.id, 'action=rewrite');
       assert.equal(noContent.status, 409);
@@ -384,7 +512,7 @@ describe('LLM rewriting', function () {
       const plain = await digitizedOnly(k, `${unique('bulk')}: plain.\n`);
       const finalised = await upload(k, `${unique('bulk')}: final.\n`, { auto_rewrite: 'false', use_original_as_rewritten: 'true' });
       await embedded(k, finalised);
-      const blank = (await http('POST', `/api/documents/${k.partner.name}/${k.kb}/empty`, { key: k.partner.key, form: { folder: k.folder, name: 'blank' } })).body.id;
+      const blank = (await http('POST', `/api/documents/${k.partner.name}/${k.kb}/empty`, { key: k.partner.key, form: { folder: k.folder, name: 'blank', type: 'file' } })).body.id;
 
       const res = await http('POST', `/api/bulk/rewrite/folder/${k.partner.name}/${k.kb}/${k.folder}`, { key: k.partner.key });
       assert.equal(res.status, 202, JSON.stringify(res.body));
@@ -453,7 +581,7 @@ describe('LLM rewriting', function () {
       assert.equal((await http('GET', '/api/queue/jobs?limit=1001', { key: admin() })).status, 400);
 
       // A marker whose job is gone (e.g. written by a crashed process): found, and cleared.
-      const orphan = (await http('POST', `/api/documents/${k.partner.name}/${k.kb}/empty`, { key: k.partner.key, form: { folder: k.folder, name: 'orphan' } })).body.id;
+      const orphan = (await http('POST', `/api/documents/${k.partner.name}/${k.kb}/empty`, { key: k.partner.key, form: { folder: k.folder, name: 'orphan', type: 'file' } })).body.id;
       await api.deps.db.document.update({ where: { id: orphan }, data: { inQueues: ['embedding'] } });
       const debug = await http('GET', '/api/queue/debug', { key: admin() });
       const orphans = debug.body.orphan_markers.map((m: { document_id: string }) => m.document_id);

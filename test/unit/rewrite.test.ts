@@ -98,3 +98,21 @@ describe('rewrite accounting', () => {
     assert.equal(validatePartOutput('short source', 'a rewrite that is much longer than its very short source text', 'stop'), null);
   });
 });
+
+describe('video transcripts', () => {
+  it('recognises YouTube video URLs in their usual forms', async () => {
+    const { youTubeVideoId } = await import('../../lib/providers/video-transcripts.js');
+    assert.equal(youTubeVideoId('https://www.youtube.com/watch?v=dQw4w9WgXcQ&t=10'), 'dQw4w9WgXcQ');
+    assert.equal(youTubeVideoId('https://youtu.be/dQw4w9WgXcQ'), 'dQw4w9WgXcQ');
+    assert.equal(youTubeVideoId('https://m.youtube.com/shorts/dQw4w9WgXcQ'), 'dQw4w9WgXcQ');
+    assert.equal(youTubeVideoId('https://www.youtube.com/live/dQw4w9WgXcQ'), 'dQw4w9WgXcQ');
+    assert.equal(youTubeVideoId('https://www.youtube.com/@channel'), null);
+    assert.equal(youTubeVideoId('https://example.com/watch?v=dQw4w9WgXcQ'), null);
+    assert.equal(youTubeVideoId('https://www.youtube.com/watch?v=../../etc'), null, 'an ID is never a path');
+  });
+
+  it('joins caption lines into paragraphs at pauses', async () => {
+    const { transcriptToText } = await import('../../lib/providers/video-transcripts.js');
+    assert.equal(transcriptToText([{ start: 0, dur: 1, text: 'Hello' }, { start: 1, dur: 1, text: ' there\n' }, { start: 6, dur: 1, text: 'Next topic.' }]), 'Hello there\n\nNext topic.');
+  });
+});
