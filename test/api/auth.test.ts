@@ -367,6 +367,28 @@ describe('API authentication and authorization', function () {
     // Vendor sync is off for the owner: the administrator gets the specified 409.
     { method: 'POST', path: '/api/vendor-sync/{partner}/{kb}/backfill', access: 'admin', ok: 409, prepare: shared(() => `/api/vendor-sync/${owner.name}/${kb}/backfill`) },
     { method: 'POST', path: '/api/vendor-sync/{partner}/{kb}/retry-failed', access: 'admin', ok: 409, prepare: shared(() => `/api/vendor-sync/${owner.name}/${kb}/retry-failed`) },
+    {
+      // Scoped by the partner in the query; the seed document is not digitized, so an allowed caller gets 409.
+      method: 'POST', path: '/api/queue/process', access: 'authenticated', bodyScoped: true, ok: 409,
+      prepare: async () => ({ owner, path: `/api/queue/process?action=rewrite&partner=${owner.name}&kb=${kb}`, call: { json: { document: { id: documentId } } } }),
+    },
+    // Nothing in the seed KB is digitized: an allowed bulk rewrite queues nothing and changes nothing.
+    { method: 'POST', path: '/api/bulk/rewrite/folder/{partner}/{kb}/{folder}', access: 'partner', ok: 202, prepare: shared(() => `/api/bulk/rewrite/folder/${owner.name}/${kb}/${folder}`) },
+    { method: 'POST', path: '/api/bulk/rewrite/kb/{partner}/{kb}', access: 'partner', ok: 202, prepare: shared(() => `/api/bulk/rewrite/kb/${owner.name}/${kb}`) },
+    { method: 'GET', path: '/api/prompts/{content_type}', access: 'admin', ok: 200, prepare: shared(() => '/api/prompts/auto') },
+    {
+      // Writes the current prompt back, so an allowed call changes nothing either.
+      method: 'PUT', path: '/api/prompts/{content_type}', access: 'admin', ok: 200,
+      prepare: async () => {
+        const current = (await http('GET', '/api/prompts/book', { key: admin })).body.prompt as string;
+        return { owner, path: '/api/prompts/book', call: { json: { prompt: current } } };
+      },
+    },
+    { method: 'GET', path: '/api/queue', access: 'admin', ok: 200, prepare: shared(() => '/api/queue') },
+    { method: 'GET', path: '/api/queue/jobs', access: 'admin', ok: 200, prepare: shared(() => '/api/queue/jobs?limit=5') },
+    { method: 'GET', path: '/api/queue/debug', access: 'admin', ok: 200, prepare: shared(() => '/api/queue/debug') },
+    { method: 'POST', path: '/api/queue/retry-failed', access: 'admin', ok: 200, prepare: shared(() => '/api/queue/retry-failed') },
+    { method: 'DELETE', path: '/api/queue/clear-orphans', access: 'admin', ok: 200, prepare: shared(() => '/api/queue/clear-orphans') },
   ];
 
   it('the table covers every route the knowledge-base interface registers', async () => {
