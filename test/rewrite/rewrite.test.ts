@@ -79,9 +79,10 @@ describe('LLM rewriting', function () {
     return `http://127.0.0.1:${(scraper.address() as AddressInfo).port}`;
   };
 
+  let env: Record<string, string>;
   before(async () => {
     upstream = await startOpenAiUpstream(ok);
-    const env = {
+    env = {
       VIDEO_PLATFORM_BASE_URL: await startPlatform(),
       SCRAPER_BASE_URL: await startScraper(),
       SCRAPER_API_KEY: 'fc-test',
@@ -441,6 +442,33 @@ describe('LLM rewriting', function () {
     await eventually('scraped', async () => (await read(k, created.body.id)).digitized_char_count > 0);
     assert.equal(scrapes.filter((x) => x.url === url).length, 1);
     assert.equal((await limits(k)).dollars.consumed, 0.004);
+  });
+
+  it('a worker killed during a model call loses nothing: the call\'s outcome becomes uncertain and a new worker finishes the rewrite', async () => {
+    const k = await newKnowledgeBase(http);
+    const marker = unique('crash');
+    let first = true;
+    upstream.respond((call) => {
+      if (JSON.stringify(call.body).includes(marker) && first) {
+        first = false;
+        return { hang: true };
+      }
+      return ok(call, 0);
+    });
+    // Long enough that the worker dies before the call could time out by itself.
+    await worker.kill();
+    worker = await startWorker({ ...env, REWRITE_TIMEOUT_SECONDS: '600' });
+    const id = await upload(k, `${marker}: levees rise with every flood.\n`);
+    await eventually('the call is in flight', async () => callsFor(marker).length === 1);
+    await worker.kill('SIGKILL');
+    worker = await startWorker(env);
+    const doc = await embedded(k, id);
+    assert.equal(callsFor(marker).length, 2, 'the new worker called again');
+    assert.equal(doc.rewrite_input_tokens_passes.length, 1);
+    const status = await limits(k);
+    assert.equal(status.uncertain_operations, 1, 'the lost call may have been billed: uncertain, not forgotten');
+    const ops = (await http('GET', `/api/knowledgebases/${k.partner.name}/${k.kb}/uncertain-operations`, { key: admin() })).body.operations;
+    assert.match(ops[0].note, /worker was lost/);
   });
 
   describe('queue, bulk and prompts', () => {
