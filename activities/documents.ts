@@ -5,7 +5,8 @@ import { documentFiles } from '../lib/storage.js';
 import type { VectorIndex } from '../lib/providers/vector-index.js';
 import type { EmbeddingProvider } from '../lib/providers/embeddings.js';
 import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/kb/embedding-status.js';
-import { estimateTokens, countCharacters } from '../lib/kb/text.js';
+import { countCharacters } from '../lib/kb/text.js';
+import { countTokens } from '../lib/kb/tokens.js';
 import { acceptDigitizedCharacters } from '../lib/kb/content.js';
 import { fetchPage, FetchRefused } from '../lib/providers/web-fetch.js';
 import { extractPage, UnsupportedContentType } from '../lib/kb/article.js';
@@ -259,7 +260,7 @@ export function createDocumentActivities({ db, storage, config, videoTranscripts
         data: {
           fileRewritten: 'rewritten.md',
           finalRewriteCharCount: charCount,
-          inputFileTokens: estimateTokens(text),
+          inputFileTokens: countTokens(text),
           inQueues: [...withoutQueue(doc.inQueues, 'digitize').filter((q) => q !== 'embedding'), 'embedding'],
           embeddingStatus: 'pending',
           embeddingError: null,

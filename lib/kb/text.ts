@@ -5,10 +5,3 @@ export function countCharacters(text: string): number {
   return n;
 }
 
-/**
- * A local token estimate for text that no model has tokenized (use_original_as_rewritten): about
- * four characters per token, the usual ratio for English with GPT-style tokenizers.
- */
-export function estimateTokens(text: string): number {
-  return Math.ceil(countCharacters(text) / 4);
-}
