@@ -3,5 +3,4 @@ export { documentPipeline } from './document-pipeline.js';
 export { budgetSweeper } from './budget-sweeper.js';
 export { deletion } from './deletion.js';
 export { vendorSync } from './vendor-sync.js';
-export { vendorSync } from './vendor-sync.js';
 export { legacyCompletion } from './legacy-completion.js';
