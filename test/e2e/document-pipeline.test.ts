@@ -31,6 +31,22 @@ describe('document pipeline, end to end through Temporal', function () {
 
   const documentOf = (p: string, k: string, id: string, key: string) => http('GET', `/api/document/${p}/${k}/${id}`, { key });
 
+  it('without a model API, auto_rewrite keeps the digitized text and fails the rewrite with a processing_error that says what to configure', async () => {
+    const { partner, kb, folder } = await newKnowledgeBase(http);
+    const created = await http('POST', `/api/documents/${partner.name}/${kb}`, { key: partner.key, form: { type: 'file', folder, auto_rewrite: 'true', file: { name: 'lighthouse.md', content: article } } });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const failed = await eventually('the rewrite step to fail', async () => {
+      const d = (await documentOf(partner.name, kb, created.body.id, partner.key)).body;
+      return d.processing_error ? d : null;
+    });
+    assert.match(failed.processing_error, /OPENAI_BASE_URL/);
+    assert.ok(failed.digitized_char_count > 0, 'the digitized text is kept');
+    assert.equal(failed.file_rewritten, null);
+    assert.deepEqual(failed.in_queues, []);
+    const progress = await system.api.deps.temporal.workflow.getHandle(workflowIds.document(created.body.id)).query('progress');
+    assert.deepEqual(progress, { status: 'failed', currentStep: 'rewrite', completedSteps: ['digitize'], lastError: failed.processing_error }, 'the workflow waits for retry at the rewrite step');
+  });
+
   it('uploads a Markdown file, processes it to an embedded document and finds it by search', async () => {
     const { partner, kb, folder } = await newKnowledgeBase(http);
     const created = await http('POST', `/api/documents/${partner.name}/${kb}`, {
