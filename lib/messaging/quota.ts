@@ -1,5 +1,6 @@
 import type { Db } from '../db.js';
 import { AppError } from '../errors.js';
+import { countTokens } from '../kb/tokens.js';
 
 /**
  * Quota admission, two-phase like the knowledge-base ledger (lib/budget/ledger.ts): `reserve`
@@ -15,8 +16,12 @@ export interface QuotaHold {
   tokens: number;
 }
 
-/** ⌈characters / 4⌉: the usual rough token estimate, used only to size a hold. */
-export const estimateTokens = (text: string) => Math.ceil(text.length / 4);
+/**
+ * Tokens to hold for a text: its o200k token count plus 10 % and a little framing (another
+ * tokenizer may count more), and never less than ⌈characters / 4⌉. A plain characters / 4 estimate
+ * would under-hold scripts such as Chinese or Japanese, where one character is about one token.
+ */
+export const estimateTokens = (text: string) => Math.max(Math.ceil(text.length / 4), Math.ceil(countTokens(text) * 1.1) + 16);
 
 /** Waits for the key's row lock in line with the provider timeout rather than Prisma's 2 s default. */
 const txOptions = { maxWait: 60_000, timeout: 60_000 };
