@@ -31,7 +31,8 @@ function requestBodyOf(route: RouteDefinition) {
   return { required: true, content: { 'multipart/form-data': { schema }, 'application/x-www-form-urlencoded': { schema } } };
 }
 
-const securityOf = (route: RouteDefinition) => (route.access === 'none' ? [] : [{ ApiKey: [] }]);
+const securityOf = (route: RouteDefinition) =>
+  route.access === 'none' ? [] : route.access === 'quota' ? [{ QuotaKeyBearer: [] }, { QuotaKeyHeader: [] }] : [{ ApiKey: [] }];
 
 /** The OpenAPI 3.1 document, derived from the same route definitions that validate requests. */
 export function buildOpenApi(interfaces: ApiInterface[], version: string) {
@@ -63,6 +64,8 @@ export function buildOpenApi(interfaces: ApiInterface[], version: string) {
     components: {
       securitySchemes: {
         ApiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
+        QuotaKeyBearer: { type: 'http', scheme: 'bearer', description: 'Messaging quota key (preferred)' },
+        QuotaKeyHeader: { type: 'apiKey', in: 'header', name: 'X-API-Key', description: 'Messaging quota key' },
       },
     },
     paths,

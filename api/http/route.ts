@@ -12,9 +12,10 @@ import { validate, type JsonSchema } from './validation.js';
  * document (api/http/openapi.ts). Handlers receive validated input and return a Reply.
  *
  * Access levels: `none` (no key), `authenticated` (any valid key), `partner` (the administrator key
- * or a key scoped to the {partner} path parameter; the spec's "any"), `admin`.
+ * or a key scoped to the {partner} path parameter; the spec's "any"), `admin`, and `quota` (a
+ * messaging quota key, checked before the route by api/messaging/quota-gate.ts).
  */
-export type Access = 'none' | 'authenticated' | 'partner' | 'admin';
+export type Access = 'none' | 'authenticated' | 'partner' | 'admin' | 'quota';
 
 
 export type RouteBody =
@@ -70,7 +71,7 @@ export interface RouteEnvironment {
 const toExpressPath = (path: string) => path.replace(/\{([^}]+)\}/g, ':$1');
 
 function authorize(route: RouteDefinition, principal: Principal | null, params: Record<string, string>): void {
-  if (route.access === 'none') return;
+  if (route.access === 'none' || route.access === 'quota') return;
   if (!principal) throw new AppError('invalid_api_key', 'missing or invalid API key (send it in the X-API-Key header)');
   if (route.access === 'admin' && !principal.isAdmin) throw new AppError('forbidden', 'this endpoint needs the administrator key');
   if (route.access === 'partner' && !principal.isAdmin && principal.partnerName !== params.partner) {
@@ -120,7 +121,7 @@ export function buildRouter(routes: RouteDefinition[], env: RouteEnvironment): e
     const authenticate: express.RequestHandler = async (req, res, next) => {
       try {
         const key = keyFrom(req);
-        const principal = route.access === 'none' || !key ? null : await env.authenticate(key);
+        const principal = route.access === 'none' || route.access === 'quota' || !key ? null : await env.authenticate(key);
         authorize(route, principal, req.params as Record<string, string>);
         res.locals.principal = principal;
         next();

@@ -55,6 +55,11 @@ describe('service endpoints: health and the OpenAPI document', () => {
     assert.deepEqual(upload.properties.file, { type: 'string', format: 'binary' });
     const search = r.body.paths['/api/rag-test/search'].post.requestBody.content['application/json'].schema;
     assert.equal(search.properties.user_message.maxLength, 20000);
+    for (const [path, method] of [['/v3/chat/completions', 'post'], ['/v3/responses', 'post'], ['/v2/completions', 'post'], ['/v2/completions/{id}', 'get']] as const) {
+      assert.deepEqual(r.body.paths[path][method].security, [{ QuotaKeyBearer: [] }, { QuotaKeyHeader: [] }], `${path} asks for a quota key`);
+    }
+    assert.equal(r.body.paths['/v2/completions'].post.deprecated, true);
+    assert.deepEqual(r.body.components.securitySchemes.QuotaKeyBearer, { type: 'http', scheme: 'bearer', description: 'Messaging quota key (preferred)' });
   });
 
   it('refuses an unauthenticated upload before storing any of it', async () => {
