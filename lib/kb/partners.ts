@@ -63,6 +63,10 @@ export async function deletePartner(db: Db, storage: FileStorage, index: VectorI
   if (busy > 0) throw conflict(`partner ${JSON.stringify(name)} has ${busy} document(s) with processing in flight; delete it when they finish`, { active_documents: busy });
   const unsettled = await db.budgetReservation.count({ where: { knowledgeBase: { partnerId: partner.id }, status: { in: ['pending', 'uncertain'] } } });
   if (unsettled > 0) throw conflict(`partner ${JSON.stringify(name)} has ${unsettled} unsettled budget reservation(s); delete it once they are settled or resolved`, { unsettled_reservations: unsettled });
+  const mirrored = await db.document.count({ where: { knowledgeBase: { partnerId: partner.id }, vendorFileId: { not: null } } });
+  if (mirrored > 0) {
+    throw conflict(`partner ${JSON.stringify(name)} has ${mirrored} document(s) mirrored to the vendor vector store; delete its knowledge bases first (their deletion removes the vendor files)`, { vendor_synced_documents: mirrored });
+  }
   const documents = await db.document.findMany({ where: { knowledgeBase: { partnerId: partner.id } }, select: { id: true } });
   for (const { id } of documents) {
     await index.deleteDocumentChunks(id);
