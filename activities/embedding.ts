@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import { Context, ApplicationFailure } from '@temporalio/activity';
 import { CancelledFailure } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
@@ -13,7 +14,7 @@ import { sparseVector } from '../lib/kb/sparse-vector.js';
 import { buildManifest } from '../lib/kb/toc.js';
 import { ensureEmbeddingProfile } from '../lib/kb/embedding-profiles.js';
 import { embeddingBatchBound, embeddingUsage } from '../lib/kb/embedding-budget.js';
-import { reserve, settle, release } from '../lib/budget/ledger.js';
+import { settle, release, type Bound } from '../lib/budget/ledger.js';
 import { queueVendorSyncAfterEmbedding } from '../lib/kb/vendor-sync.js';
 import { DOCUMENT_GONE, PERMANENT, type DocumentRef } from './documents.js';
 
@@ -27,12 +28,14 @@ export interface EmbeddingActivityDeps {
 }
 
 const EMBED_BATCH = 64;
-/** How often a budget-blocked embedding checks again for capacity (it heartbeats meanwhile). */
-const BUDGET_POLL_MS = 5_000;
 
-/** Progress kept in the activity heartbeat, so a retried attempt resumes where the last one stopped. */
+/**
+ * Progress kept in the activity heartbeat, so a retried attempt resumes where the last one stopped;
+ * for a paid embedder also the tokens the provider reported so far (null once one batch had none).
+ */
 interface EmbedProgress {
   next: number;
+  inputTokens?: number | null;
 }
 
 /** Embedding of final rewritten content into the hybrid index. */
@@ -43,35 +46,14 @@ export function createEmbeddingActivities({ db, storage, index, embedder, tempor
     return doc;
   }
 
-  /**
-   * Admits one paid batch under the KB budget, waiting (heartbeating) while it is blocked: the
-   * document shows BUDGET_BLOCKED meanwhile, and the wait ends by itself once capacity appears
-   * (a raised limit, a resolved operation).
-   */
-  async function admitBatch(ctx: Context, knowledgeBaseId: string, documentId: string, operationKey: string, texts: string[], progress: EmbedProgress) {
-    const bound = embeddingBatchBound(texts, embedder);
-    let blocked = false;
-    for (;;) {
-      const admission = await reserve(db, {
-        knowledgeBaseId,
-        operationKey,
-        workflowId: ctx.info.workflowExecution?.workflowId ?? 'unknown',
-        documentId,
-        category: 'embedding',
-        bound,
-      });
-      if (admission.admitted) {
-        if (blocked) await db.document.updateMany({ where: { id: documentId, processingError: { startsWith: 'BUDGET_BLOCKED:' } }, data: { processingError: null } });
-        return;
-      }
-      blocked = true;
-      await db.document.updateMany({ where: { id: documentId }, data: { processingError: `BUDGET_BLOCKED:${admission.reason}: ${admission.detail}` } });
-      for (let waited = 0; waited < BUDGET_POLL_MS; waited += 1000) {
-        ctx.heartbeat(progress);
-        if (ctx.cancellationSignal.aborted) throw new CancelledFailure('embedding cancelled while waiting for budget');
-        await new Promise((r) => setTimeout(r, 1000));
-      }
-    }
+  /** Usage of a paid embedding so far, kept beside the document so a failed step can still settle it. */
+  const usageFile = (documentId: string, operationKey: string) =>
+    `${documentFiles.prefix(documentId)}/embedding-usage-${crypto.createHash('sha256').update(operationKey).digest('hex').slice(0, 24)}.json`;
+
+  async function chunksOf(documentId: string) {
+    const text = await storage.readText(documentFiles.rewritten(documentId));
+    const chunks = chunkText(text);
+    return { chunks, embeddedText: chunks.map((c) => (c.heading ? `${c.heading}\n${c.text}` : c.text)) };
   }
 
   return {
@@ -83,7 +65,36 @@ export function createEmbeddingActivities({ db, storage, index, embedder, tempor
      * document's chunks beyond the new count and its chunks in every other profile's class are
      * removed: the index holds exactly the latest version, once.
      */
-    async embedDocument({ documentId }: DocumentRef): Promise<{ chunkCount: number }> {
+    /**
+     * The admission bound of embedding the document with a paid embedder (null for the local
+     * one): every chunk's verified token bound, and list-price dollars when priced.
+     */
+    async embeddingBound({ documentId }: DocumentRef): Promise<{ knowledgeBaseId: string; bound: Bound } | null> {
+      const doc = await loadDocument(documentId);
+      if (!embedder.paid) return null;
+      if (!doc.fileRewritten) throw ApplicationFailure.nonRetryable('the document has no final rewritten content to embed', PERMANENT);
+      const { embeddedText } = await chunksOf(documentId);
+      return { knowledgeBaseId: doc.knowledgeBaseId, bound: embeddingBatchBound(embeddedText, embedder) };
+    },
+
+    /** After a failed paid embedding: settles what the provider reported so far, or releases the hold. */
+    async closeEmbeddingOperation({ documentId, operationKey }: DocumentRef & { operationKey: string }): Promise<void> {
+      const key = usageFile(documentId, operationKey);
+      if (!(await storage.exists(key))) {
+        await release(db, operationKey, 'embedding failed before any batch was embedded');
+        return;
+      }
+      const { inputTokens } = JSON.parse(await storage.readText(key)) as { inputTokens: number | null };
+      await settle(db, operationKey, embeddingUsage(inputTokens, embedder));
+      await storage.removePrefix(key);
+    },
+
+    /**
+     * Embeds the document; with a paid embedder under the admitted `operationKey`, whose hold is
+     * settled with the provider's reported usage at the end (the workflow admitted the whole
+     * document's bound before this step).
+     */
+    async embedDocument({ documentId, operationKey }: DocumentRef & { operationKey?: string }): Promise<{ chunkCount: number }> {
       const doc = await loadDocument(documentId);
       if (!doc.fileRewritten) throw ApplicationFailure.nonRetryable('the document has no final rewritten content to embed', PERMANENT);
       const ctx = Context.current();
@@ -92,31 +103,23 @@ export function createEmbeddingActivities({ db, storage, index, embedder, tempor
       await db.knowledgeBase.update({ where: { id: doc.knowledgeBaseId }, data: { embeddingLastUpdateAt: startedAt, embeddingLastUpdateStatus: 'in_progress' } });
       await refreshKnowledgeBaseEmbeddingStatus(db, doc.knowledgeBaseId);
 
-      const text = await storage.readText(documentFiles.rewritten(documentId));
-      const chunks = chunkText(text);
+      const { chunks, embeddedText } = await chunksOf(documentId);
       const languages = chunks.map((c) => detectLanguage(c.text));
-      const embeddedText = chunks.map((c) => (c.heading ? `${c.heading}\n${c.text}` : c.text));
+      if (embedder.paid && !operationKey) throw new Error('a paid embedding runs only under an admitted operation');
 
       // The first batch teaches an API provider its dimensions; the profile is recorded after it.
       const className = () => chunkClassFor(embedder.profile.name);
-      const progress: EmbedProgress = { next: Number((ctx.info.heartbeatDetails as EmbedProgress | undefined)?.next ?? 0) || 0 };
-      const execution = ctx.info.workflowExecution ?? { workflowId: 'unknown', runId: 'unknown' };
-      const keyBase = `${execution.workflowId}/${execution.runId}/embed/${ctx.info.activityId}`;
+      const resumed = ctx.info.heartbeatDetails as EmbedProgress | undefined;
+      const progress: EmbedProgress = { next: Number(resumed?.next ?? 0) || 0, inputTokens: resumed ? (resumed.inputTokens ?? null) : 0 };
 
       for (let start = progress.next; start < chunks.length; start += EMBED_BATCH) {
         const batch = chunks.slice(start, start + EMBED_BATCH);
         const texts = embeddedText.slice(start, start + EMBED_BATCH);
-        const operationKey = `${keyBase}/batch-${start}`;
-        if (embedder.paid) await admitBatch(ctx, doc.knowledgeBaseId, documentId, operationKey, texts, progress);
-        let result;
-        try {
-          result = await embedder.embedWithUsage(texts);
-        } catch (err) {
-          // The provider refused or failed before doing the work: nothing was used.
-          if (embedder.paid) await release(db, operationKey, `embedding call failed: ${(err as Error).message}`.slice(0, 500));
-          throw err;
+        const result = await embedder.embedWithUsage(texts);
+        if (embedder.paid) {
+          progress.inputTokens = progress.inputTokens == null || result.inputTokens == null ? null : progress.inputTokens + result.inputTokens;
+          await storage.write(usageFile(documentId, operationKey!), JSON.stringify({ inputTokens: progress.inputTokens }));
         }
-        if (embedder.paid) await settle(db, operationKey, embeddingUsage(result.inputTokens, embedder));
         await index.upsertChunks(
           className(),
           batch.map((c, i) => ({
@@ -138,6 +141,10 @@ export function createEmbeddingActivities({ db, storage, index, embedder, tempor
         progress.next = start + batch.length;
         ctx.heartbeat(progress);
         if (ctx.cancellationSignal.aborted) throw new CancelledFailure('embedding cancelled: the document is being deleted');
+      }
+      if (embedder.paid) {
+        await settle(db, operationKey!, embeddingUsage(progress.inputTokens ?? null, embedder));
+        await storage.removePrefix(usageFile(documentId, operationKey!));
       }
       const profile = await ensureEmbeddingProfile(db, embedder.profile);
       // A shorter new version leaves no stale chunks of the old one behind, and vectors of an

@@ -180,6 +180,23 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
     }
   }
 
+  /**
+   * Embedding. The local encoder costs nothing; a paid embedding API is admitted for the whole
+   * document's bound first (waiting BUDGET_BLOCKED like any paid step), and settled with the
+   * provider's usage by the activity, or by closeEmbeddingOperation when the step fails.
+   */
+  async function embed() {
+    const bound = await quick.embeddingBound(ref);
+    if (!bound) return heavy.embedDocument(ref);
+    const key = await admit('embed', 'embedding', async () => bound);
+    try {
+      return await heavy.embedDocument({ ...ref, operationKey: key });
+    } catch (err) {
+      if (!isCancellation(err)) await quick.closeEmbeddingOperation({ ...ref, operationKey: key });
+      throw err;
+    }
+  }
+
   /** One part's call with one model: admitted, dispatched, and retried while the provider is busy or down. */
   async function callModel(plan: RewritePlan, attemptId: string, part: number, model: string, fallback: boolean): Promise<RewriteCallOutcome> {
     let tries = 0;
@@ -232,7 +249,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
       case 'rewrite':
         return rewrite();
       case 'embed':
-        return heavy.embedDocument(ref);
+        return embed();
     }
   };
 

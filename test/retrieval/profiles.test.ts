@@ -102,4 +102,28 @@ describe('embedding profiles and paid embeddings', function () {
     assert.equal(found.status, 200);
     assert.equal(found.body.streams.dense[0].document_id, id, 'search embeds the query with the new model and reads the new profile');
   });
+
+  // Runs on the paid system the test above switched to.
+  it('a paid embedding the token limit cannot hold waits BUDGET_BLOCKED without calling the API, and resumes when the limit is raised', async () => {
+    const paid = client(paidApi!.url);
+    const { partner, kb, folder } = await newKnowledgeBase(paid);
+    await paid('PATCH', `/api/knowledgebases/${partner.name}/${kb}/limits`, { key: partner.key, json: { token_limit: 5 } });
+    const up = await paid('POST', `/api/documents/${partner.name}/${kb}`, {
+      key: partner.key,
+      form: { type: 'file', folder, use_original_as_rewritten: 'true', file: { name: 'herons.md', content: '# Herons\n\nGrey herons stand still in shallow water.' } },
+    });
+    const id = up.body.id as string;
+    const doc = () => paid('GET', `/api/document/${partner.name}/${kb}/${id}`, { key: partner.key });
+    const blocked = await eventually('blocked on tokens', async () => ((await doc()).body.processing_error?.startsWith('BUDGET_BLOCKED:token_limit_exhausted') ? (await doc()).body : undefined), 60_000);
+    assert.ok(blocked.in_queues.includes('embedding'));
+    const herons = () => upstream.callsTo('/v1/embeddings').filter((c) => JSON.stringify(c.body.input).includes('Grey herons'));
+    assert.equal(herons().length, 0, 'nothing was sent to the paid API');
+    await paid('PATCH', `/api/knowledgebases/${partner.name}/${kb}/limits`, { key: partner.key, json: { token_limit: 100_000 } });
+    const done = await eventually('embedded after the raise', async () => ((await doc()).body.embedding_status === 'success' ? (await doc()).body : undefined), 60_000);
+    assert.equal(done.processing_error, null);
+    assert.equal(herons().length, 1);
+    const limits = (await paid('GET', `/api/knowledgebases/${partner.name}/${kb}/limits`, { key: partner.key })).body;
+    assert.equal(limits.tokens.consumed, (herons()[0]!.body.input as string[]).reduce((a, t) => a + fakeTokenCount(t), 0));
+    assert.equal(limits.tokens.reserved, 0);
+  });
 });
