@@ -1,3 +1,6 @@
+import crypto from 'node:crypto';
+import { release, reserve, settle } from '../budget/ledger.js';
+import { embeddingBatchBound, embeddingUsage } from './embedding-budget.js';
 import type { Db } from '../db.js';
 import { badRequest, forbidden } from '../errors.js';
 import type { EmbeddingProvider } from '../providers/embeddings.js';
@@ -92,11 +95,42 @@ function settingsFrom(options: KnowledgeSearchOptions): RetrievalSettings {
   };
 }
 
+/**
+ * Query embeddings of a paid embedding model are embedding usage of the KB: each is admitted and
+ * settled through the ledger. A KB whose budget cannot hold one is still searched, without its
+ * dense stream; `dense_skipped` says why.
+ */
+function budgetedQueryEmbedder(deps: RagDeps, knowledgeBaseId: string, skipped: { reason: string | null }) {
+  return async (queries: string[]): Promise<number[][] | null> => {
+    if (!deps.embedder.paid) return deps.embedder.embed(queries);
+    const operationKey = `search-query-${crypto.randomUUID()}`;
+    const admission = await reserve(deps.db, { knowledgeBaseId, operationKey, workflowId: 'api-search', category: 'embedding', bound: embeddingBatchBound(queries, deps.embedder) });
+    if (!admission.admitted) {
+      skipped.reason = `BUDGET_BLOCKED:${admission.reason}: ${admission.detail}`;
+      return null;
+    }
+    let result;
+    try {
+      result = await deps.embedder.embedWithUsage(queries);
+    } catch (err) {
+      await release(deps.db, operationKey, `query embedding failed: ${(err as Error).message}`.slice(0, 500));
+      throw err;
+    }
+    await settle(deps.db, operationKey, embeddingUsage(result.inputTokens, deps.embedder));
+    return result.vectors;
+  };
+}
+
 async function runSearch(deps: RagDeps, knowledgeBaseId: string, query: string, options: KnowledgeSearchOptions) {
   const settings = settingsFrom(options);
   const languages = await knowledgeBaseLanguages(deps.db, knowledgeBaseId);
-  const outcome = await searchKnowledgeBase(deps, { knowledgeBaseId, languages }, query, settings, { className: options.className, filterHits: liveFilter(deps.db) });
-  return { settings, languages, outcome };
+  const skipped = { reason: null as string | null };
+  const outcome = await searchKnowledgeBase(deps, { knowledgeBaseId, languages }, query, settings, {
+    className: options.className,
+    filterHits: liveFilter(deps.db),
+    embedQueries: budgetedQueryEmbedder(deps, knowledgeBaseId, skipped),
+  });
+  return { settings, languages, outcome, denseSkipped: skipped.reason };
 }
 
 /**
@@ -129,7 +163,7 @@ export async function ragSearch(deps: RagDeps, req: RagSearchRequest, isAdmin: b
 
   const { kb } = await findKnowledgeBase(deps.db, req.partner, req.kb);
   const query = [req.user_message, req.robot_message].filter(Boolean).join('\n');
-  const { settings, languages, outcome } = await runSearch(deps, kb.id, query, {
+  const { settings, languages, outcome, denseSkipped } = await runSearch(deps, kb.id, query, {
     topK: req.top_k,
     searchMultiplier: req.search_multiplier,
     rrfK: req.rrf_k,
@@ -191,5 +225,6 @@ export async function ragSearch(deps: RagDeps, req: RagSearchRequest, isAdmin: b
     supported_bm25_languages: supportedBm25Languages,
     timings_ms: outcome.timings_ms,
     total_results: outcome.combined.length,
+    ...(denseSkipped ? { dense_skipped: denseSkipped } : {}),
   };
 }

@@ -113,7 +113,12 @@ export async function searchKnowledgeBase(
   scope: KnowledgeBaseScope,
   query: string,
   settings: RetrievalSettings,
-  options: { className?: string; filterHits?: (hits: SearchHit[]) => Promise<SearchHit[]> } = {},
+  options: {
+    className?: string;
+    filterHits?: (hits: SearchHit[]) => Promise<SearchHit[]>;
+    /** Embeds the query variants; null skips the dense stream (e.g. its paid model is budget-blocked). */
+    embedQueries?: (queries: string[]) => Promise<number[][] | null>;
+  } = {},
 ): Promise<RetrievalOutcome> {
   const started = performance.now();
   const className = options.className ?? chunkClassFor(deps.embedder.profile.name);
@@ -122,14 +127,14 @@ export async function searchKnowledgeBase(
   const replaced = replacedQuery(query, settings.characterReplacementName);
   if (replaced) variantQueries.push({ name: 'replaced', query: replaced, weight: settings.queryWeights.replaced });
 
-  const vectors = await deps.embedder.embed(variantQueries.map((v) => v.query));
+  const vectors = await (options.embedQueries ?? ((q: string[]) => deps.embedder.embed(q)))(variantQueries.map((v) => v.query));
   const embeddedAt = performance.now();
   const filter = { knowledgeBaseId: scope.knowledgeBaseId };
   const queryLanguage = scope.languages.filter((l) => l !== 'und');
   const variants = await Promise.all(
     variantQueries.map(async (v, i) => {
       const [dense, sparse, bm25] = await Promise.all([
-        deps.index.searchDense(className, filter, vectors[i]!, candidates),
+        vectors ? deps.index.searchDense(className, filter, vectors[i]!, candidates) : Promise.resolve([]),
         deps.index.searchSparse(className, filter, sparseVector(v.query, queryLanguage), candidates),
         deps.index.searchBm25(className, filter, bm25Query(v.query, queryLanguage), candidates),
       ]);

@@ -125,5 +125,20 @@ describe('embedding profiles and paid embeddings', function () {
     const limits = (await paid('GET', `/api/knowledgebases/${partner.name}/${kb}/limits`, { key: partner.key })).body;
     assert.equal(limits.tokens.consumed, (herons()[0]!.body.input as string[]).reduce((a, t) => a + fakeTokenCount(t), 0));
     assert.equal(limits.tokens.reserved, 0);
+
+    // Query embeddings are embedding usage too: recorded when they fit, skipped (not failed) when not.
+    const search = () => paid('POST', '/api/rag-test/search', { key: partner.key, json: { partner: partner.name, kb, user_message: 'grey herons' } });
+    const searched = await search();
+    assert.equal(searched.status, 200);
+    assert.equal(searched.body.dense_skipped, undefined);
+    assert.equal(searched.body.streams.dense[0].document_id, id);
+    const afterSearch = (await paid('GET', `/api/knowledgebases/${partner.name}/${kb}/limits`, { key: partner.key })).body;
+    assert.equal(afterSearch.tokens.consumed, limits.tokens.consumed + fakeTokenCount('grey herons'), 'the query embedding was settled');
+    await paid('PATCH', `/api/knowledgebases/${partner.name}/${kb}/limits`, { key: partner.key, json: { token_limit: afterSearch.tokens.consumed } });
+    const exhausted = await search();
+    assert.equal(exhausted.status, 200, 'a search of an exhausted KB still answers');
+    assert.match(exhausted.body.dense_skipped, /^BUDGET_BLOCKED:token_limit_exhausted/);
+    assert.deepEqual(exhausted.body.streams.dense, []);
+    assert.equal(exhausted.body.streams.bm25[0].document_id, id, 'BM25 still finds it');
   });
 });
