@@ -59,8 +59,10 @@ export interface RewriteSettings {
 export interface ScraperSettings {
   baseUrl: string;
   apiKey: string | null;
+  /** Recorded as the document's digitization_provider. */
   name: string;
   costPerCreditUsd: number;
+  /** Credits one page may cost at most: the admission bound, and the charge when none is reported. */
   creditsPerPage: number;
   timeoutMs: number;
 }

@@ -1,4 +1,4 @@
-import { Client, Connection, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import { Client, Connection, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 
 /**
  * Workflow IDs are predictable so that an operator can find and signal any job by the ID of the
@@ -23,5 +23,15 @@ export async function ensureBudgetSweeper(client: Client, taskQueue: string, inp
     await client.workflow.start('budgetSweeper', { taskQueue, workflowId: workflowIds.budgetSweeper(), args: [input] });
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+  }
+}
+
+/** Whether Temporal reports the workflow running (an unknown workflow is not). */
+export async function isWorkflowRunning(client: Client, workflowId: string): Promise<boolean> {
+  try {
+    return (await client.workflow.getHandle(workflowId).describe()).status.name === 'RUNNING';
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return false;
+    throw err;
   }
 }

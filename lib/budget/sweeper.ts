@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
-import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Db } from '../db.js';
 import { release } from './ledger.js';
+import { isWorkflowRunning } from '../temporal.js';
 
 /**
  * Releases pending reservations whose workflow is no longer running, as Temporal reports it (never
@@ -18,18 +18,9 @@ export async function sweepReservations(db: Db, temporal: Client, olderThanSecon
   let released = 0;
   const running = new Map<string, boolean>();
   for (const r of stale) {
-    if (!running.has(r.workflowId)) running.set(r.workflowId, await isRunning(temporal, r.workflowId));
+    if (!running.has(r.workflowId)) running.set(r.workflowId, await isWorkflowRunning(temporal, r.workflowId));
     if (!running.get(r.workflowId) && (await release(db, r.operationKey, 'released by sweeper: workflow closed'))) released++;
   }
   return { examined: stale.length, released };
 }
 
-async function isRunning(temporal: Client, workflowId: string): Promise<boolean> {
-  try {
-    const d = await temporal.workflow.getHandle(workflowId).describe();
-    return d.status.name === 'RUNNING';
-  } catch (err) {
-    if (err instanceof WorkflowNotFoundError) return false;
-    throw err;
-  }
-}

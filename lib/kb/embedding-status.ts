@@ -1,8 +1,8 @@
-import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Db } from '../db.js';
 import { conflict } from '../errors.js';
 import type { EmbeddingProvider } from '../providers/embeddings.js';
-import { workflowIds } from '../temporal.js';
+import { isWorkflowRunning, workflowIds } from '../temporal.js';
 import { findDocument, findKnowledgeBase } from './lookup.js';
 import { startDocumentPipeline } from './pipeline.js';
 import { presentDocument } from './presenters.js';
@@ -81,15 +81,6 @@ export async function embeddingStatusOf(db: Db, partner: string, kbName: string)
   return knowledgeBaseEmbeddingStatus(db, kb.id);
 }
 
-async function isRunning(temporal: Client, workflowId: string): Promise<boolean> {
-  try {
-    const d = await temporal.workflow.getHandle(workflowId).describe();
-    return d.status.name === 'RUNNING';
-  } catch (err) {
-    if (err instanceof WorkflowNotFoundError) return false;
-    throw err;
-  }
-}
 
 /** Puts a document into the embedding queue and starts its `embed` run in the worker. */
 async function queueEmbedding(deps: EmbeddingDeps, partner: string, doc: { id: string; knowledgeBaseId: string; inQueues: string[] }): Promise<string> {
@@ -111,7 +102,7 @@ export async function retryFailedEmbeddings(deps: EmbeddingDeps, partner: string
   let queued = 0;
   for (const doc of failed) {
     const workflowId = workflowIds.document(doc.id);
-    if (await isRunning(deps.temporal, workflowId)) {
+    if (await isWorkflowRunning(deps.temporal, workflowId)) {
       await deps.temporal.workflow.getHandle(workflowId).signal('retry');
       queued++;
       continue;
@@ -142,7 +133,7 @@ export async function embedSingleDocument(deps: EmbeddingDeps, partner: string, 
   const queuedAlready = doc.embeddingStatus === 'pending' || doc.embeddingStatus === 'in_progress';
   let jobId: string | null = null;
   if (force || !(upToDate || queuedAlready)) {
-    if (await isRunning(deps.temporal, workflowIds.document(doc.id))) throw conflict('the document is being processed; try again when its current run has finished');
+    if (await isWorkflowRunning(deps.temporal, workflowIds.document(doc.id))) throw conflict('the document is being processed; try again when its current run has finished');
     try {
       jobId = await queueEmbedding(deps, partner, doc);
     } catch (err) {

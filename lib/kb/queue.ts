@@ -1,9 +1,9 @@
-import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Db } from '../db.js';
 import { AppError, conflict, notFound } from '../errors.js';
 import type { FileStorage } from '../storage.js';
 import { documentFiles } from '../storage.js';
-import { workflowIds } from '../temporal.js';
+import { isWorkflowRunning, workflowIds } from '../temporal.js';
 import { searchAttributes } from '../search-attributes.js';
 import { queueOfStep, type PipelineStep } from '../../activities/documents.js';
 import type { DocumentPipelineProgress } from '../../workflows/document-pipeline.js';
@@ -262,12 +262,7 @@ export async function clearOrphanMarkers(deps: QueueDeps) {
   const { orphanMarkers } = await correlate(deps);
   const cleared: string[] = [];
   for (const m of orphanMarkers) {
-    try {
-      const described = await deps.temporal.workflow.getHandle(workflowIds.document(m.id)).describe();
-      if (described.status.name === 'RUNNING') continue;
-    } catch (err) {
-      if (!(err instanceof WorkflowNotFoundError)) throw err;
-    }
+    if (await isWorkflowRunning(deps.temporal, workflowIds.document(m.id))) continue;
     const res = await deps.db.document.updateMany({ where: { id: m.id, inQueues: { equals: m.inQueues } }, data: { inQueues: [] } });
     if (res.count > 0) cleared.push(m.id);
   }

@@ -1,3 +1,5 @@
+import type { ScraperSettings } from '../config.js';
+
 /**
  * A web-scraping provider for URL documents (pages that need a browser, sites that refuse plain
  * fetches). The adapter speaks the Firecrawl v1 scrape protocol, which several providers share:
@@ -25,16 +27,6 @@ export class ScrapeFailed extends Error {
   }
 }
 
-export interface ScraperSettings {
-  baseUrl: string;
-  apiKey: string | null;
-  /** Recorded as the document's digitization_provider. */
-  name: string;
-  costPerCreditUsd: number;
-  /** Credits one page may cost at most: the admission bound, and the charge when none is reported. */
-  creditsPerPage: number;
-  timeoutMs: number;
-}
 
 export class Scraper {
   constructor(readonly settings: ScraperSettings) {}
