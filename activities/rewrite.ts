@@ -266,8 +266,9 @@ export function createRewriteActivities({ db, storage, config, chatModel }: Rewr
       const charCount = countCharacters(text);
       const passes = (doc.rewriteInputTokensPasses as unknown as RewritePass[]) ?? [];
       const totals = rewriteTotals(passes);
-      const acceptedPasses = passes.filter((p) => !p.rejected);
-      const model = acceptedPasses.length > 0 && acceptedPasses.every((p) => !p.fallback) ? plan.models[0]! : (acceptedPasses.find((p) => p.fallback)?.model_name ?? passes.at(-1)?.model_name ?? plan.models[0]!);
+      // The tier's model, unless the fallback wrote an accepted part (or, when rejected, the last answer).
+      const decisive = passes.find((p) => p.fallback && !p.rejected) ?? (rejected ? passes.at(-1) : undefined);
+      const model = decisive?.model_name ?? plan.models[0]!;
 
       if (text) await storage.write(documentFiles.rewrittenDraft(documentId), text);
       if (!rejected) await storage.write(documentFiles.rewritten(documentId), text);
