@@ -19,6 +19,12 @@ build() { # name version module binary
   rm -rf "$dir" && mv "$dir.tmp" "$dir"
 }
 
+# Two first runs at once (a test run and `scripts/start`) must not build into the same folders:
+# the second waits for the first, then finds the binaries present.
+mkdir -p "$TOOLS_DIR"
+exec 9>"$TOOLS_DIR/.build.lock"
+flock 9
+
 build temporal "$TEMPORAL_CLI_VERSION" github.com/temporalio/cli/cmd/temporal temporal &
 build weaviate "$WEAVIATE_VERSION" github.com/weaviate/weaviate/cmd/weaviate-server weaviate-server &
 wait -n && wait -n
