@@ -5,12 +5,15 @@ import { loadConfigOrExit } from '../lib/config.js';
 import { createServices } from '../lib/runtime.js';
 import { connectTemporalClient } from '../lib/temporal.js';
 import { createApp } from './app.js';
+import { countTokens } from '../lib/kb/tokens.js';
 
 /** The API process. Stateless: run as many replicas as needed behind a load balancer. */
 const config = loadConfigOrExit();
 const services = createServices(config, 'api');
 fs.mkdirSync(path.join(config.storageDir, 'uploads'), { recursive: true });
 const temporal = await connectTemporalClient(config.temporalAddress, config.temporalNamespace);
+// Quota holds count tokens: build the tokenizer (about a second) now rather than in the first request.
+countTokens(' ');
 
 const app = createApp({ ...services, temporal });
 const server: Server = app.listen(config.port, '0.0.0.0', () => {
