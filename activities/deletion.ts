@@ -5,7 +5,7 @@ import type { Db } from '../lib/db.js';
 import type { FileStorage } from '../lib/storage.js';
 import { documentFiles } from '../lib/storage.js';
 import type { VectorIndex } from '../lib/providers/vector-index.js';
-import { workflowIds } from '../lib/temporal.js';
+import { isWorkflowRunning, workflowIds } from '../lib/temporal.js';
 import { freeDocumentCharacters } from '../lib/budget/operations.js';
 import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/kb/embedding-status.js';
 import { vendorSyncWorkflowId } from '../lib/kb/vendor-sync.js';
@@ -23,18 +23,16 @@ export interface DeletionActivityDeps {
 export function createDeletionActivities({ db, storage, index, temporal, vendorStore }: DeletionActivityDeps) {
   /** Cancels a workflow if it runs and waits until it has closed. */
   async function stopWorkflow(workflowId: string): Promise<void> {
-    const handle = temporal.workflow.getHandle(workflowId);
+    if (!(await isWorkflowRunning(temporal, workflowId))) return;
     try {
-      if ((await handle.describe()).status.name !== 'RUNNING') return;
-      await handle.cancel();
-      for (;;) {
-        if ((await handle.describe()).status.name !== 'RUNNING') return;
-        Context.current().heartbeat();
-        await Context.current().sleep(250);
-      }
+      await temporal.workflow.getHandle(workflowId).cancel();
     } catch (err) {
       if (err instanceof WorkflowNotFoundError) return;
       throw err;
+    }
+    while (await isWorkflowRunning(temporal, workflowId)) {
+      Context.current().heartbeat();
+      await Context.current().sleep(250);
     }
   }
 

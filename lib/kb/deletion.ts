@@ -1,8 +1,8 @@
 import type { Client } from '@temporalio/client';
-import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Db, Prisma } from '../db.js';
 import { conflict, notFound } from '../errors.js';
-import { workflowIds } from '../temporal.js';
+import { isWorkflowRunning, workflowIds } from '../temporal.js';
 import { findDocument, findKnowledgeBase } from './lookup.js';
 import type { DeletionInput } from '../../workflows/deletion.js';
 
@@ -14,15 +14,6 @@ export interface DeletionDeps {
 
 /** How long a DELETE waits for its cleanup before answering `delete_pending`. */
 const WAIT_FOR_CLEANUP_MS = 3000;
-
-export async function isWorkflowRunning(temporal: Client, workflowId: string): Promise<boolean> {
-  try {
-    return (await temporal.workflow.getHandle(workflowId).describe()).status.name === 'RUNNING';
-  } catch (err) {
-    if (err instanceof WorkflowNotFoundError) return false;
-    throw err;
-  }
-}
 
 /**
  * Runs the deletion workflow and answers `deleted` when it finishes within a few seconds, else
