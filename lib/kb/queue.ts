@@ -40,7 +40,8 @@ function followUpSteps(doc: { autoRewrite: boolean; useOriginalAsRewritten: bool
 /**
  * Starts a pipeline for a document. A pipeline that waits for a retry after a failed step is
  * superseded (terminated, then replaced) by the new request; one that is running, paused or
- * budget-blocked answers 409, so one document never has two pipelines.
+ * budget-blocked answers 409, so one document never has two pipelines (a run that has finished its
+ * steps is let close by startDocumentPipeline).
  */
 async function startPipeline(deps: QueueDeps, doc: DocumentRow, partner: string, steps: PipelineStep[], options: { requestCharacterLimit?: number | null; rewrite?: RewriteOptions }) {
   const input = { documentId: doc.id, knowledgeBaseId: doc.knowledgeBaseId, partner, steps, requestCharacterLimit: options.requestCharacterLimit ?? null, rewrite: options.rewrite };

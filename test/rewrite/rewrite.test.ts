@@ -580,7 +580,7 @@ describe('LLM rewriting', function () {
         const k = await newKnowledgeBase(http);
         const marker = unique('vid');
         const id = await digitizedOnly(k, `${marker}: transcript.\n`);
-        await process(k, id, 'action=rewrite&content_type=video&person_name=Ann');
+        assert.equal((await process(k, id, 'action=rewrite&content_type=video&person_name=Ann')).status, 202);
         await embedded(k, id);
         assert.equal(callsFor(marker)[0]!.body.messages[0].content, 'Custom video prompt for Ann.');
       } finally {
