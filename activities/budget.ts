@@ -1,17 +1,26 @@
 import type { Client } from '@temporalio/client';
-import type { Db } from '../lib/db.js';
-import { release, reserve, settle, type ActualUsage, type ReserveRequest } from '../lib/budget/ledger.js';
+import type { Db } from '../lib/platform/db.js';
+import { release, reserve, settle } from '../lib/budget/ledger.js';
+import type { ActualUsage, ReserveRequest, ReserveResult } from '../lib/contracts/budget-admission.js';
+import type { Config } from '../lib/platform/config.js';
 import { sweepReservations } from '../lib/budget/sweeper.js';
 
 export interface BudgetActivityDeps {
   db: Db;
   temporal: Client;
+  config: Pick<Config, 'budgetRecheckIntervalMs'>;
 }
 
+/** A refusal tells the waiting workflow when to check again (BUDGET_RECHECK_INTERVAL_MS of the worker). */
+export type Admission = ReserveResult | (Extract<ReserveResult, { admitted: false }> & { recheckAfterMs: number });
+
 /** Budget admission as activities: each is idempotent by its operation key. */
-export function createBudgetActivities({ db, temporal }: BudgetActivityDeps) {
+export function createBudgetActivities({ db, temporal, config }: BudgetActivityDeps) {
   return {
-    reserveBudget: (req: ReserveRequest) => reserve(db, req),
+    async reserveBudget(req: ReserveRequest): Promise<Admission> {
+      const result = await reserve(db, req);
+      return result.admitted ? result : { ...result, recheckAfterMs: config.budgetRecheckIntervalMs };
+    },
     settleBudget: ({ operationKey, usage }: { operationKey: string; usage: ActualUsage }) => settle(db, operationKey, usage),
     releaseBudget: ({ operationKey, note }: { operationKey: string; note?: string }) => release(db, operationKey, note),
 

@@ -1,14 +1,18 @@
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { Context } from '@temporalio/activity';
-import type { Db } from '../lib/db.js';
-import type { FileStorage } from '../lib/storage.js';
-import { documentFiles } from '../lib/storage.js';
+import type { Db } from '../lib/platform/db.js';
+import type { FileStorage } from '../lib/platform/storage.js';
+import { documentFiles } from '../lib/platform/storage.js';
 import type { VectorIndex } from '../lib/providers/vector-index.js';
-import { isWorkflowRunning, workflowIds } from '../lib/temporal.js';
+import { isWorkflowRunning } from '../lib/platform/temporal.js';
+import { documentWorkflowId } from '../lib/contracts/document-pipeline.js';
+import { vendorSyncWorkflowId } from '../lib/contracts/vendor-sync.js';
+import { channelSourceWorkflowId } from '../lib/contracts/channel-source.js';
+import type { DeletionTarget } from '../lib/contracts/deletion.js';
+import { partnerVoiceFilesPrefix } from '../lib/partners/partners.js';
 import { freeDocumentCharacters } from '../lib/budget/operations.js';
-import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/kb/embedding-status.js';
-import { vendorSyncWorkflowId } from '../lib/kb/vendor-sync.js';
+import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/knowledge/embedding-queue.js';
 import type { VendorVectorStore } from '../lib/providers/vector-store.js';
 
 export interface DeletionActivityDeps {
@@ -17,6 +21,20 @@ export interface DeletionActivityDeps {
   index: VectorIndex;
   temporal: Client;
   vendorStore: VendorVectorStore | null;
+}
+
+/** The rows of a deletion target. */
+function containerWhere(target: DeletionTarget) {
+  switch (target.kind) {
+    case 'document':
+      return { id: target.documentId };
+    case 'folder':
+      return { folderId: target.folderId };
+    case 'knowledgeBase':
+      return { knowledgeBaseId: target.knowledgeBaseId };
+    case 'partner':
+      return { knowledgeBase: { partnerId: target.partnerId } };
+  }
 }
 
 /** Deletion steps; each is idempotent, so a retried or resumed deletion finishes the job. */
@@ -42,8 +60,29 @@ export function createDeletionActivities({ db, storage, index, temporal, vendorS
      * closed, so nothing is written (or uploaded) after the cleanup.
      */
     async stopDocumentPipeline({ documentId }: { documentId: string }): Promise<void> {
-      await stopWorkflow(workflowIds.document(documentId));
+      await stopWorkflow(documentWorkflowId(documentId));
       await stopWorkflow(vendorSyncWorkflowId(documentId));
+    },
+
+    /**
+     * Cancels the channel sources of a folder or knowledge base and waits until their workflows
+     * have closed: an import in flight finishes or aborts first (its activities wait for their
+     * cancellation), so the container's document list cannot grow afterwards.
+     */
+    async stopChannelSources({ target }: { target: DeletionTarget }): Promise<void> {
+      const sources = await db.channelSource.findMany({ where: containerWhere(target), select: { id: true } });
+      for (const { id } of sources) await stopWorkflow(channelSourceWorkflowId(id));
+    },
+
+    /** The next documents of the target that the API marked for deletion (the purged ones are gone). */
+    async markedDocumentsPage({ target, limit }: { target: DeletionTarget; limit: number }): Promise<string[]> {
+      const rows = await db.document.findMany({
+        where: { ...containerWhere(target), deletionRequestedAt: { not: null } },
+        select: { id: true },
+        orderBy: { id: 'asc' },
+        take: limit,
+      });
+      return rows.map((r) => r.id);
     },
 
     /** Removes a document's vectors, characters, holds, files and row. */
@@ -75,6 +114,18 @@ export function createDeletionActivities({ db, storage, index, temporal, vendorS
 
     async removeKnowledgeBase({ knowledgeBaseId }: { knowledgeBaseId: string }): Promise<void> {
       await db.knowledgeBase.deleteMany({ where: { id: knowledgeBaseId, documents: { none: {} } } });
+    },
+
+    /**
+     * The partner's row goes with everything that hangs on it (knowledge bases, voices,
+     * transcripts, dialog analyses; a voice job still running finds its voice gone, cancels its
+     * GPU job and removes what it wrote), then the voices' files. Its documents are gone already.
+     */
+    async removePartner({ partnerId }: { partnerId: string }): Promise<void> {
+      const left = await db.document.count({ where: { knowledgeBase: { partnerId } } });
+      if (left > 0) throw new Error(`partner ${partnerId} still has ${left} document(s)`);
+      await db.partner.deleteMany({ where: { id: partnerId } });
+      await storage.removePrefix(partnerVoiceFilesPrefix(partnerId));
     },
   };
 }

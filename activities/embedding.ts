@@ -1,22 +1,24 @@
 import crypto from 'node:crypto';
-import { Context, ApplicationFailure } from '@temporalio/activity';
+import { Context } from '@temporalio/activity';
 import { CancelledFailure } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
-import type { Db } from '../lib/db.js';
-import type { FileStorage } from '../lib/storage.js';
-import { documentFiles } from '../lib/storage.js';
+import type { Db } from '../lib/platform/db.js';
+import type { FileStorage } from '../lib/platform/storage.js';
+import { documentFiles } from '../lib/platform/storage.js';
 import { chunkClassFor, type VectorIndex } from '../lib/providers/vector-index.js';
 import type { EmbeddingProvider } from '../lib/providers/embeddings.js';
-import { chunkText } from '../lib/kb/chunking.js';
-import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/kb/embedding-status.js';
-import { bm25Document, detectLanguage } from '../lib/kb/language-analysis.js';
-import { sparseVector } from '../lib/kb/sparse-vector.js';
-import { buildManifest } from '../lib/kb/toc.js';
-import { ensureEmbeddingProfile } from '../lib/kb/embedding-profiles.js';
-import { embeddingBatchBound, embeddingUsage } from '../lib/kb/embedding-budget.js';
-import { settle, release, type Bound } from '../lib/budget/ledger.js';
-import { queueVendorSyncAfterEmbedding } from '../lib/kb/vendor-sync.js';
-import { DOCUMENT_GONE, PERMANENT, type DocumentRef } from './documents.js';
+import { moveQueueMarkers } from '../lib/knowledge/queue-markers.js';
+import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/knowledge/embedding-queue.js';
+import { chunkRecord, languageCounts, prepareDocument, type DocumentIdentity, type PreparedDocument } from '../lib/retrieval/indexing.js';
+import { EmbeddingBatcher, EmbeddingCancelled } from '../lib/retrieval/embedding-batcher.js';
+import type { Logger } from '../lib/platform/logger.js';
+import { buildManifest } from '../lib/retrieval/toc.js';
+import { ensureEmbeddingProfile } from '../lib/retrieval/embedding-profiles.js';
+import { embeddingBatchBound, embeddingUsage } from '../lib/retrieval/embedding-budget.js';
+import { settle, release } from '../lib/budget/ledger.js';
+import { queueVendorSyncAfterEmbedding } from '../lib/vendor-sync/vendor-sync.js';
+import type { AdmissionBound, DocumentRef } from '../lib/contracts/document-pipeline.js';
+import { loadLiveDocument, permanentFailure } from './live-document.js';
 
 export interface EmbeddingActivityDeps {
   db: Db;
@@ -24,7 +26,8 @@ export interface EmbeddingActivityDeps {
   index: VectorIndex;
   embedder: EmbeddingProvider;
   temporal: Client;
-  config: { temporalTaskQueue: string };
+  config: { temporalTaskQueue: string; embedding?: { batchChunks: number } };
+  log?: Logger;
 }
 
 const EMBED_BATCH = 64;
@@ -39,41 +42,150 @@ interface EmbedProgress {
 }
 
 /** Embedding of final rewritten content into the hybrid index. */
-export function createEmbeddingActivities({ db, storage, index, embedder, temporal, config }: EmbeddingActivityDeps) {
-  async function loadDocument(documentId: string) {
-    const doc = await db.document.findUnique({ where: { id: documentId }, include: { knowledgeBase: { include: { partner: true } } } });
-    if (!doc || doc.deletionRequestedAt) throw ApplicationFailure.nonRetryable(`document ${documentId} no longer exists`, DOCUMENT_GONE);
-    return doc;
-  }
+export function createEmbeddingActivities({ db, storage, index, embedder, temporal, config, log }: EmbeddingActivityDeps) {
+  const loadDocument = (documentId: string) => loadLiveDocument(db, documentId);
+  // One batcher per worker process: the local encoder's calls and Weaviate writes are shared by
+  // every document embedding at the same moment (lib/retrieval/embedding-batcher.ts).
+  const batcher = embedder.paid ? null : new EmbeddingBatcher({ embedder, index, batchChunks: config.embedding?.batchChunks ?? EMBED_BATCH, ...(log ? { log } : {}) });
+  // The profile row never changes once created: read it once per process.
+  let profileRow: ReturnType<typeof ensureEmbeddingProfile> | null = null;
+  const profileOnce = () => {
+    profileRow ??= ensureEmbeddingProfile(db, embedder.profile).catch((err) => {
+      profileRow = null;
+      throw err;
+    });
+    return profileRow;
+  };
 
   /** Usage of a paid embedding so far, kept beside the document so a failed step can still settle it. */
   const usageFile = (documentId: string, operationKey: string) =>
     `${documentFiles.prefix(documentId)}/embedding-usage-${crypto.createHash('sha256').update(operationKey).digest('hex').slice(0, 24)}.json`;
 
-  async function chunksOf(documentId: string) {
-    const text = await storage.readText(documentFiles.rewritten(documentId));
-    const chunks = chunkText(text);
-    return { chunks, embeddedText: chunks.map((c) => (c.heading ? `${c.heading}\n${c.text}` : c.text)) };
+  const preparedOf = async (documentId: string) => prepareDocument(await storage.readText(documentFiles.rewritten(documentId)));
+
+  /** The step has started: the document shows in_progress and the KB its latest run (one statement). */
+  async function markStarted(documentId: string, previousStatus: string | null, knowledgeBaseId: string) {
+    await db.$executeRaw`
+      WITH d AS (UPDATE "documents" SET "embeddingStatus" = 'in_progress', "embeddingError" = NULL, "updatedAt" = now() WHERE "id" = ${documentId}::uuid RETURNING "knowledgeBaseId")
+      UPDATE "knowledge_bases" kb SET "embeddingLastUpdateAt" = now(), "embeddingLastUpdateStatus" = 'in_progress', "updatedAt" = now() FROM d WHERE kb."id" = d."knowledgeBaseId"`;
+    // A document that was pending kept the KB in_progress already.
+    if (previousStatus !== 'pending' && previousStatus !== 'in_progress') await refreshKnowledgeBaseEmbeddingStatus(db, knowledgeBaseId);
+  }
+
+  /**
+   * Every chunk written and the leftovers removed: the document is embedded and leaves the queue,
+   * the KB records the run (one transaction), then its status and vendor sync follow.
+   */
+  async function markEmbedded(doc: Awaited<ReturnType<typeof loadDocument>>, prepared: PreparedDocument, profile: { id: number; name: string }) {
+    const current = await loadDocument(doc.id);
+    await db.$transaction([
+      db.document.update({
+        where: { id: doc.id },
+        data: {
+          embeddingStatus: 'success',
+          embeddingError: null,
+          embeddedAt: new Date(),
+          embeddingChunkCount: prepared.chunks.length,
+          embeddingDenseVectorCount: prepared.chunks.length,
+          embeddingBm25LanguageCounts: languageCounts(prepared),
+          embeddingProfileId: profile.id,
+          embeddingManifest: buildManifest(prepared.chunks, prepared.languages, profile.name) as object,
+          vectorstoreDocumentId: doc.id,
+          ...(current.processingError?.startsWith('BUDGET_BLOCKED:') ? { processingError: null } : {}),
+        },
+        select: { id: true },
+      }),
+      moveQueueMarkers(db, doc.id, { remove: ['embedding'] }),
+      db.knowledgeBase.update({
+        where: { id: doc.knowledgeBaseId },
+        data: {
+          embeddingLastUpdateAt: new Date(),
+          embeddingLastUpdateStatus: 'success',
+          embeddingLastError: null,
+          // A KB without a profile adopts this one; a KB on another profile is being re-embedded
+          // (kbReembed switched it already) and keeps what it has.
+          ...(doc.knowledgeBase.embeddingProfileId === null ? { embeddingProfileId: profile.id } : {}),
+        },
+        select: { id: true },
+      }),
+    ]);
+    await refreshKnowledgeBaseEmbeddingStatus(db, doc.knowledgeBaseId);
+    if (current.knowledgeBase.partner.vendorSyncEnabled) await queueVendorSyncAfterEmbedding({ db, temporal, taskQueue: config.temporalTaskQueue }, doc.id);
+  }
+
+  const identityOf = (doc: Awaited<ReturnType<typeof loadDocument>>): DocumentIdentity => ({
+    partnerId: doc.knowledgeBase.partnerId,
+    knowledgeBaseId: doc.knowledgeBaseId,
+    documentId: doc.id,
+    documentName: doc.name,
+    embeddingProfile: embedder.profile.name,
+  });
+
+  /**
+   * The local encoder: the document's chunks go through the worker's batcher with those of every
+   * other document embedding at the moment. Heartbeats carry the chunks written so far (a retry
+   * resumes there) and bring cancellation: a document being deleted is withdrawn from the batcher,
+   * and the activity ends only once no batch holds any of its chunks.
+   */
+  async function embedBatched(doc: Awaited<ReturnType<typeof loadDocument>>, prepared: PreparedDocument, resumed: EmbedProgress | undefined) {
+    const ctx = Context.current();
+    const className = chunkClassFor(embedder.profile.name);
+    const progress: EmbedProgress = { next: Math.min(Number(resumed?.next ?? 0) || 0, prepared.chunks.length) };
+    ctx.heartbeat(progress);
+    const beat = setInterval(() => ctx.heartbeat(progress), 2000);
+    try {
+      await batcher!.write({ className, identity: identityOf(doc), prepared, from: progress.next, onProgress: (n) => ((progress.next = n), ctx.heartbeat(progress)) }, ctx.cancellationSignal);
+      await batcher!.finish(className, doc.id, prepared.chunks.length);
+    } catch (err) {
+      if (err instanceof EmbeddingCancelled) throw new CancelledFailure(err.message);
+      throw err;
+    } finally {
+      clearInterval(beat);
+    }
+  }
+
+  /** A paid embedder: the document alone, batch by batch, its reported usage kept for settlement. */
+  async function embedPerDocument(doc: Awaited<ReturnType<typeof loadDocument>>, prepared: PreparedDocument, resumed: EmbedProgress | undefined, operationKey: string | undefined) {
+    const ctx = Context.current();
+    const documentId = doc.id;
+    const className = () => chunkClassFor(embedder.profile.name);
+    const progress: EmbedProgress = { next: Number(resumed?.next ?? 0) || 0, inputTokens: resumed ? (resumed.inputTokens ?? null) : 0 };
+    for (let start = progress.next; start < prepared.chunks.length; start += EMBED_BATCH) {
+      const end = Math.min(start + EMBED_BATCH, prepared.chunks.length);
+      // The first batch teaches an API provider its dimensions; the profile is recorded after it.
+      const result = await embedder.embedWithUsage(prepared.embeddedText.slice(start, end));
+      if (embedder.paid) {
+        progress.inputTokens = progress.inputTokens == null || result.inputTokens == null ? null : progress.inputTokens + result.inputTokens;
+        await storage.write(usageFile(documentId, operationKey!), JSON.stringify({ inputTokens: progress.inputTokens }));
+      }
+      const identity = identityOf(doc);
+      await index.upsertChunks(className(), result.vectors.map((v, i) => chunkRecord(identity, prepared, start + i, v)));
+      progress.next = end;
+      ctx.heartbeat(progress);
+      if (ctx.cancellationSignal.aborted) throw new CancelledFailure('embedding cancelled: the document is being deleted');
+    }
+    if (embedder.paid) {
+      await settle(db, operationKey!, embeddingUsage(progress.inputTokens ?? null, embedder));
+      await storage.removePrefix(usageFile(documentId, operationKey!));
+    }
+    // A shorter new version leaves no stale chunks of the old one behind, and vectors of an
+    // earlier profile are removed once this profile's are written.
+    await index.deleteDocumentChunks(documentId, prepared.chunks.length, { onlyClass: className() });
+    await index.deleteDocumentChunks(documentId, 0, { exceptClass: className() });
+    // "success" means searchable: wait for the index queue, heartbeating meanwhile.
+    await index.waitForIndexing(60_000, () => ctx.heartbeat(progress), [className()]);
   }
 
   return {
     /**
-     * Chunks the final rewritten content, embeds it (dense vectors, n-gram sparse vectors, analysed
-     * BM25 terms) and writes it to the class of the configured embedding profile. Chunk IDs are
-     * derived from (document, chunk index) and progress is heartbeated per batch, so a retry after
-     * a crash resumes at the last written batch and never writes a chunk twice. At the end the
-     * document's chunks beyond the new count and its chunks in every other profile's class are
-     * removed: the index holds exactly the latest version, once.
-     */
-    /**
      * The admission bound of embedding the document with a paid embedder (null for the local
      * one): every chunk's verified token bound, and list-price dollars when priced.
      */
-    async embeddingBound({ documentId }: DocumentRef): Promise<{ knowledgeBaseId: string; bound: Bound } | null> {
+    async embeddingBound({ documentId }: DocumentRef): Promise<AdmissionBound | null> {
       const doc = await loadDocument(documentId);
       if (!embedder.paid) return null;
-      if (!doc.fileRewritten) throw ApplicationFailure.nonRetryable('the document has no final rewritten content to embed', PERMANENT);
-      const { embeddedText } = await chunksOf(documentId);
+      if (!doc.fileRewritten) throw permanentFailure('the document has no final rewritten content to embed');
+      const { embeddedText } = await preparedOf(documentId);
       return { knowledgeBaseId: doc.knowledgeBaseId, bound: embeddingBatchBound(embeddedText, embedder) };
     },
 
@@ -90,103 +202,26 @@ export function createEmbeddingActivities({ db, storage, index, embedder, tempor
     },
 
     /**
-     * Embeds the document; with a paid embedder under the admitted `operationKey`, whose hold is
-     * settled with the provider's reported usage at the end (the workflow admitted the whole
-     * document's bound before this step).
+     * Chunks the final rewritten content, embeds it (dense vectors, n-gram sparse vectors, analysed
+     * BM25 terms: lib/retrieval/indexing.ts) and writes it to the class of the configured embedding
+     * profile; with a paid embedder under the admitted `operationKey`, whose hold is settled with
+     * the provider's reported usage at the end (the workflow admitted the whole document's bound
+     * before this step). Chunk IDs are derived from (document, chunk index) and progress is
+     * heartbeated, so a retry after a crash resumes at the last written chunk and never writes a
+     * chunk twice. At the end the document's chunks beyond the new count and its chunks in every
+     * other profile's class are removed: the index holds exactly the latest version, once.
      */
     async embedDocument({ documentId, operationKey }: DocumentRef & { operationKey?: string }): Promise<{ chunkCount: number }> {
       const doc = await loadDocument(documentId);
-      if (!doc.fileRewritten) throw ApplicationFailure.nonRetryable('the document has no final rewritten content to embed', PERMANENT);
-      const ctx = Context.current();
-      const startedAt = new Date();
-      await db.document.update({ where: { id: documentId }, data: { embeddingStatus: 'in_progress', embeddingError: null } });
-      await db.knowledgeBase.update({ where: { id: doc.knowledgeBaseId }, data: { embeddingLastUpdateAt: startedAt, embeddingLastUpdateStatus: 'in_progress' } });
-      await refreshKnowledgeBaseEmbeddingStatus(db, doc.knowledgeBaseId);
-
-      const { chunks, embeddedText } = await chunksOf(documentId);
-      const languages = chunks.map((c) => detectLanguage(c.text));
+      if (!doc.fileRewritten) throw permanentFailure('the document has no final rewritten content to embed');
       if (embedder.paid && !operationKey) throw new Error('a paid embedding runs only under an admitted operation');
-
-      // The first batch teaches an API provider its dimensions; the profile is recorded after it.
-      const className = () => chunkClassFor(embedder.profile.name);
-      const resumed = ctx.info.heartbeatDetails as EmbedProgress | undefined;
-      const progress: EmbedProgress = { next: Number(resumed?.next ?? 0) || 0, inputTokens: resumed ? (resumed.inputTokens ?? null) : 0 };
-
-      for (let start = progress.next; start < chunks.length; start += EMBED_BATCH) {
-        const batch = chunks.slice(start, start + EMBED_BATCH);
-        const texts = embeddedText.slice(start, start + EMBED_BATCH);
-        const result = await embedder.embedWithUsage(texts);
-        if (embedder.paid) {
-          progress.inputTokens = progress.inputTokens == null || result.inputTokens == null ? null : progress.inputTokens + result.inputTokens;
-          await storage.write(usageFile(documentId, operationKey!), JSON.stringify({ inputTokens: progress.inputTokens }));
-        }
-        await index.upsertChunks(
-          className(),
-          batch.map((c, i) => ({
-            partnerId: doc.knowledgeBase.partnerId,
-            knowledgeBaseId: doc.knowledgeBaseId,
-            documentId,
-            documentName: doc.name,
-            chunkIndex: c.index,
-            text: c.text,
-            heading: c.heading,
-            section: c.section.map((h) => h.title).join(' › '),
-            language: languages[c.index]!,
-            bm25Text: bm25Document(embeddedText[c.index]!, languages[c.index]!),
-            embeddingProfile: embedder.profile.name,
-            denseVector: result.vectors[i]!,
-            sparseVector: sparseVector(embeddedText[c.index]!, languages[c.index]!),
-          })),
-        );
-        progress.next = start + batch.length;
-        ctx.heartbeat(progress);
-        if (ctx.cancellationSignal.aborted) throw new CancelledFailure('embedding cancelled: the document is being deleted');
-      }
-      if (embedder.paid) {
-        await settle(db, operationKey!, embeddingUsage(progress.inputTokens ?? null, embedder));
-        await storage.removePrefix(usageFile(documentId, operationKey!));
-      }
-      const profile = await ensureEmbeddingProfile(db, embedder.profile);
-      // A shorter new version leaves no stale chunks of the old one behind, and vectors of an
-      // earlier profile are removed once this profile's are written.
-      await index.deleteDocumentChunks(documentId, chunks.length, { onlyClass: className() });
-      await index.deleteDocumentChunks(documentId, 0, { exceptClass: className() });
-      // "success" means searchable: wait for the index queue, heartbeating meanwhile.
-      await index.waitForIndexing(60_000, () => ctx.heartbeat(progress), [className()]);
-
-      const languageCounts: Record<string, number> = {};
-      for (const l of languages) languageCounts[l] = (languageCounts[l] ?? 0) + 1;
-      const current = await loadDocument(documentId);
-      await db.document.update({
-        where: { id: documentId },
-        data: {
-          embeddingStatus: 'success',
-          embeddingError: null,
-          embeddedAt: new Date(),
-          embeddingChunkCount: chunks.length,
-          embeddingDenseVectorCount: chunks.length,
-          embeddingBm25LanguageCounts: languageCounts,
-          embeddingProfileId: profile.id,
-          embeddingManifest: buildManifest(chunks, languages, profile.name) as object,
-          vectorstoreDocumentId: documentId,
-          inQueues: current.inQueues.filter((q) => q !== 'embedding'),
-          ...(current.processingError?.startsWith('BUDGET_BLOCKED:') ? { processingError: null } : {}),
-        },
-      });
-      await db.knowledgeBase.update({
-        where: { id: doc.knowledgeBaseId },
-        data: {
-          embeddingLastUpdateAt: new Date(),
-          embeddingLastUpdateStatus: 'success',
-          embeddingLastError: null,
-          // A KB without a profile adopts this one; a KB on another profile is being re-embedded
-          // (kbReembed switched it already) and keeps what it has.
-          ...(doc.knowledgeBase.embeddingProfileId === null ? { embeddingProfileId: profile.id } : {}),
-        },
-      });
-      await refreshKnowledgeBaseEmbeddingStatus(db, doc.knowledgeBaseId);
-      if (current.knowledgeBase.partner.vendorSyncEnabled) await queueVendorSyncAfterEmbedding({ db, temporal, taskQueue: config.temporalTaskQueue }, documentId);
-      return { chunkCount: chunks.length };
+      const resumed = Context.current().info.heartbeatDetails as EmbedProgress | undefined;
+      await markStarted(documentId, doc.embeddingStatus, doc.knowledgeBaseId);
+      const prepared = await preparedOf(documentId);
+      if (batcher) await embedBatched(doc, prepared, resumed);
+      else await embedPerDocument(doc, prepared, resumed, operationKey);
+      await markEmbedded(doc, prepared, await profileOnce());
+      return { chunkCount: prepared.chunks.length };
     },
   };
 }

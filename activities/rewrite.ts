@@ -1,51 +1,26 @@
 import crypto from 'node:crypto';
-import { ApplicationFailure, Context } from '@temporalio/activity';
-import type { Db } from '../lib/db.js';
-import type { Config } from '../lib/config.js';
-import type { FileStorage } from '../lib/storage.js';
-import { documentFiles } from '../lib/storage.js';
+import { Context } from '@temporalio/activity';
+import type { Db } from '../lib/platform/db.js';
+import type { Config } from '../lib/platform/config.js';
+import type { FileStorage } from '../lib/platform/storage.js';
+import { documentFiles } from '../lib/platform/storage.js';
 import { markUncertain, release, settle } from '../lib/budget/ledger.js';
 import { LlmCallFailed, classifyLlmError, type ChatCallResult, type ChatModel } from '../lib/providers/llm.js';
-import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/kb/embedding-status.js';
-import { countCharacters } from '../lib/kb/text.js';
-import {
-  callBound,
-  costUsd,
-  localPromptTokens,
-  partMessages,
-  renderPrompt,
-  resolveContentType,
-  rewriteTotals,
-  splitIntoParts,
-  validatePartOutput,
-  type RequestedContentType,
-  type RewriteContentType,
-  type RewritePart,
-  type RewritePass,
-} from '../lib/kb/rewrite.js';
-import { DOCUMENT_GONE, PERMANENT } from './documents.js';
+import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/knowledge/embedding-queue.js';
+import { moveQueueMarkers } from '../lib/knowledge/queue-markers.js';
+import { countCharacters } from '../lib/platform/text.js';
+import { localPromptTokens, partMessages, renderPrompt, splitIntoParts, type RewritePart } from '../lib/rewrite/parts.js';
+import { callBound, costUsd, rewriteTotals, type RewritePass } from '../lib/rewrite/usage.js';
+import { validatePartOutput } from '../lib/rewrite/output-validation.js';
+import { resolveContentType } from '../lib/rewrite/content-types.js';
+import type { RewriteCallOutcome, RewritePlan, RewriteRequest } from '../lib/contracts/document-pipeline.js';
+import { loadLiveDocument, permanentFailure } from './live-document.js';
 
 export interface RewriteActivityDeps {
   db: Db;
   storage: FileStorage;
   config: Pick<Config, 'rewrite' | 'modelPrices' | 'openaiBaseUrl'>;
   chatModel: ChatModel | null;
-}
-
-export interface RewriteRequest {
-  contentType: RequestedContentType;
-  personName?: string | null;
-}
-
-/** What the workflow needs to admit and run the calls of an attempt. */
-export interface RewritePlan {
-  knowledgeBaseId: string;
-  contentType: RewriteContentType;
-  partCount: number;
-  /** The tier's model, then the fallback model if one is configured. */
-  models: string[];
-  /** Admission bound of each part's call, per model. */
-  bounds: Record<string, Array<{ tokens: number; dollars?: string }>>;
 }
 
 /** The plan as stored with the attempt: everything a call needs, fixed for the attempt's life. */
@@ -55,11 +30,6 @@ interface StoredPlan {
   maxOutputTokens: number;
   models: string[];
 }
-
-export type RewriteCallOutcome =
-  | { outcome: 'accepted' }
-  | { outcome: 'rejected'; message: string }
-  | { outcome: 'rate_limited' | 'unavailable' | 'ambiguous' | 'permanent'; message: string; retryAfterMs: number | null };
 
 interface CallInput {
   documentId: string;
@@ -81,11 +51,7 @@ export function createRewriteActivities({ db, storage, config, chatModel }: Rewr
     rejectedPart: (d: string, a: string, part: number) => `${attemptDir(d, a)}/part-${part}.rejected.md`,
   };
 
-  async function loadDocument(documentId: string) {
-    const doc = await db.document.findUnique({ where: { id: documentId }, include: { knowledgeBase: true } });
-    if (!doc || doc.deletionRequestedAt) throw ApplicationFailure.nonRetryable(`document ${documentId} no longer exists`, DOCUMENT_GONE);
-    return doc;
-  }
+  const loadDocument = (documentId: string) => loadLiveDocument(db, documentId);
 
   const readPlan = async (documentId: string, attemptId: string): Promise<StoredPlan> => JSON.parse(await storage.readText(files.plan(documentId, attemptId)));
 
@@ -116,9 +82,9 @@ export function createRewriteActivities({ db, storage, config, chatModel }: Rewr
     async planRewrite({ documentId, attemptId, contentType, personName }: { documentId: string; attemptId: string } & RewriteRequest): Promise<RewritePlan> {
       const doc = await loadDocument(documentId);
       if (!chatModel) {
-        throw ApplicationFailure.nonRetryable('rewriting needs an OpenAI-compatible model API: set OPENAI_BASE_URL (and OPENAI_API_KEY), then send the retry signal', PERMANENT);
+        throw permanentFailure('rewriting needs an OpenAI-compatible model API: set OPENAI_BASE_URL (and OPENAI_API_KEY), then send the retry signal');
       }
-      if (!doc.fileDigitized) throw ApplicationFailure.nonRetryable('the document has no digitized content to rewrite', PERMANENT);
+      if (!doc.fileDigitized) throw permanentFailure('the document has no digitized content to rewrite');
       const resolved = resolveContentType(contentType, doc);
       const models = [config.rewrite.models[doc.modelTier === 'economy' ? 'economy' : 'standard']];
       if (config.rewrite.fallbackModel && config.rewrite.fallbackModel !== models[0]) models.push(config.rewrite.fallbackModel);
@@ -128,10 +94,10 @@ export function createRewriteActivities({ db, storage, config, chatModel }: Rewr
         plan = await readPlan(documentId, attemptId);
       } else {
         const template = await db.rewritePrompt.findUnique({ where: { contentType: resolved } });
-        if (!template) throw ApplicationFailure.nonRetryable(`no rewrite prompt is configured for content type ${resolved}`, PERMANENT);
+        if (!template) throw permanentFailure(`no rewrite prompt is configured for content type ${resolved}`);
         const text = await storage.readText(documentFiles.digitized(documentId));
         const parts = splitIntoParts(text, config.rewrite.partTokens, config.rewrite.overlapTokens);
-        if (parts.length === 0) throw ApplicationFailure.nonRetryable('the digitized content is empty', PERMANENT);
+        if (parts.length === 0) throw permanentFailure('the digitized content is empty');
         plan = {
           systemPrompt: renderPrompt(template.prompt, personName || doc.expertName || doc.knowledgeBase.expertName),
           parts,
@@ -140,18 +106,13 @@ export function createRewriteActivities({ db, storage, config, chatModel }: Rewr
         };
         await storage.write(files.plan(documentId, attemptId), JSON.stringify(plan));
       }
-      await db.document.update({
-        where: { id: documentId },
-        data: {
-          processingError: null,
-          inQueues: [...doc.inQueues.filter((q) => q !== 'rewrite'), 'rewrite'],
-          rewriteInputTokensPasses: [],
-          rewriteInputTokensTotal: null,
-          rewriteOutputTokens: null,
-          rewriteCostUsd: null,
-          inputFileTokens: null,
-        },
-      });
+      await db.$transaction([
+        db.document.update({
+          where: { id: documentId },
+          data: { processingError: null, rewriteInputTokensPasses: [], rewriteInputTokensTotal: null, rewriteOutputTokens: null, rewriteCostUsd: null, inputFileTokens: null },
+        }),
+        moveQueueMarkers(db, documentId, { add: ['rewrite'] }),
+      ]);
 
       const bounds: RewritePlan['bounds'] = {};
       for (const model of plan.models) {
@@ -272,31 +233,24 @@ export function createRewriteActivities({ db, storage, config, chatModel }: Rewr
 
       if (text) await storage.write(documentFiles.rewrittenDraft(documentId), text);
       if (!rejected) await storage.write(documentFiles.rewritten(documentId), text);
-      const queues = doc.inQueues.filter((q) => q !== 'rewrite' && q !== 'embedding');
-      await db.document.update({
-        where: { id: documentId },
-        data: {
-          ...(text ? { fileRewrittenDraft: 'rewritten_draft.md', draftRewriteCharCount: charCount } : {}),
-          rewriteModel: model,
-          rewriteProvider: config.openaiBaseUrl ? new URL(config.openaiBaseUrl).host : null,
-          rewriteProviderInferred: false,
-          rewriteInputTokensTotal: totals.rewriteInputTokensTotal,
-          rewriteOutputTokens: totals.rewriteOutputTokens,
-          rewriteCostUsd: totals.rewriteCostUsd === null ? null : totals.rewriteCostUsd.toFixed(8),
-          inputFileTokens: totals.inputFileTokens,
-          rewriteCompletedAt: new Date(),
-          ...(rejected
-            ? { inQueues: queues }
-            : {
-                fileRewritten: 'rewritten.md',
-                finalRewriteCharCount: charCount,
-                processingError: null,
-                inQueues: [...queues, 'embedding'],
-                embeddingStatus: 'pending',
-                embeddingError: null,
-              }),
-        },
-      });
+      await db.$transaction([
+        db.document.update({
+          where: { id: documentId },
+          data: {
+            ...(text ? { fileRewrittenDraft: 'rewritten_draft.md', draftRewriteCharCount: charCount } : {}),
+            rewriteModel: model,
+            rewriteProvider: config.openaiBaseUrl ? new URL(config.openaiBaseUrl).host : null,
+            rewriteProviderInferred: false,
+            rewriteInputTokensTotal: totals.rewriteInputTokensTotal,
+            rewriteOutputTokens: totals.rewriteOutputTokens,
+            rewriteCostUsd: totals.rewriteCostUsd === null ? null : totals.rewriteCostUsd.toFixed(8),
+            inputFileTokens: totals.inputFileTokens,
+            rewriteCompletedAt: new Date(),
+            ...(rejected ? {} : { fileRewritten: 'rewritten.md', finalRewriteCharCount: charCount, processingError: null, embeddingStatus: 'pending', embeddingError: null }),
+          },
+        }),
+        moveQueueMarkers(db, documentId, { remove: ['rewrite', 'embedding'], add: rejected ? [] : ['embedding'] }),
+      ]);
       if (!rejected) await refreshKnowledgeBaseEmbeddingStatus(db, doc.knowledgeBaseId);
       await storage.removePrefix(attemptDir(documentId, attemptId));
       return { charCount };

@@ -1,8 +1,9 @@
 import { ApplicationFailure } from '@temporalio/activity';
-import type { Db } from '../lib/db.js';
-import type { FileStorage } from '../lib/storage.js';
-import { documentFiles } from '../lib/storage.js';
+import type { Db } from '../lib/platform/db.js';
+import type { FileStorage } from '../lib/platform/storage.js';
+import { documentFiles } from '../lib/platform/storage.js';
 import type { VendorVectorStore } from '../lib/providers/vector-store.js';
+import { vendorSyncRefused, type VendorSyncInput } from '../lib/contracts/vendor-sync.js';
 
 export interface VendorSyncActivityDeps {
   db: Db;
@@ -28,15 +29,15 @@ export function createVendorSyncActivities({ db, storage, vendorStore }: VendorS
      * the store holds one current file per document. Skips documents that are gone or whose
      * partner has sync switched off.
      */
-    async syncDocumentToVendor({ documentId }: { documentId: string }): Promise<{ status: string }> {
+    async syncDocumentToVendor({ documentId }: VendorSyncInput): Promise<{ status: string }> {
       const doc = await db.document.findUnique({ where: { id: documentId }, include: { knowledgeBase: { include: { partner: true } } } });
       if (!doc || doc.deletionRequestedAt || doc.knowledgeBase.deletionRequestedAt) return { status: 'skipped' };
       if (!doc.knowledgeBase.partner.vendorSyncEnabled) {
         await db.document.update({ where: { id: documentId }, data: { vendorSyncStatus: null } });
         return { status: 'skipped' };
       }
-      if (!vendorStore) throw ApplicationFailure.nonRetryable('no vector-store API is configured (VENDOR_SYNC_BASE_URL or OPENAI_BASE_URL)', 'VendorSyncRefused');
-      if (!doc.fileRewritten) throw ApplicationFailure.nonRetryable('the document has no final rewritten content', 'VendorSyncRefused');
+      if (!vendorStore) throw ApplicationFailure.nonRetryable('no vector-store API is configured (VENDOR_SYNC_BASE_URL or OPENAI_BASE_URL)', vendorSyncRefused);
+      if (!doc.fileRewritten) throw ApplicationFailure.nonRetryable('the document has no final rewritten content', vendorSyncRefused);
       const storeId = await storeOf(doc.knowledgeBase, vendorStore);
       const text = await storage.readText(documentFiles.rewritten(documentId));
       const fileId = await vendorStore.putDocument(storeId, `${documentId}.md`, text, { document_id: documentId, document_name: doc.name.slice(0, 512) });

@@ -1,23 +1,36 @@
 import crypto from 'node:crypto';
 import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { AppError } from '../lib/errors.js';
-import { adminPrincipal, hashKey, secretsEqual, type Principal } from '../lib/auth.js';
+import { AppError } from '../lib/platform/errors.js';
+import { adminPrincipal, hashKey, secretsEqual, type Principal } from '../lib/platform/api-keys.js';
 import { buildRouter, type RouteEnvironment } from './http/route.js';
 import { errorHandler, type ErrorStyle } from './http/errors.js';
 import { buildOpenApi, type ApiInterface } from './http/openapi.js';
+import { apiMetrics, metricsEndpoint, requestMetrics } from './http/metrics.js';
+import { interfaceRateLimit, KeySlots, localBlockGate, type PathLimit } from './http/rate-limits.js';
+import { RequestRateLimiter } from '../lib/platform/rate-limit.js';
 import { knowledgeBaseRoutes } from './knowledge-base/routes.js';
 import { messagingRoutes } from './messaging/routes.js';
 import { quotaKeyRoutes } from './messaging/quota-key-routes.js';
 import { quotaKeyGate } from './messaging/quota-gate.js';
+import { dialogAnalysisRoutes } from './dialog-analysis/routes.js';
+import { transcriptionRoutes } from './transcription/routes.js';
+import { speechRequestIds, speechRoutes } from './speech/routes.js';
+import { voiceRoutes } from './voices/routes.js';
+import { partnerVoiceSource } from '../lib/voices/speech-voices.js';
 import type { ApiDeps } from './deps.js';
 
 /** The interfaces this process serves; each has its own routes and error style. */
-export function apiInterfaces(deps: ApiDeps): Array<ApiInterface & { errorStyle: ErrorStyle }> {
+function apiInterfaces(deps: ApiDeps): Array<ApiInterface & { errorStyle: ErrorStyle }> {
   return [
     { name: 'knowledge-base', description: 'Partners, knowledge bases, folders, documents, retrieval diagnostics', routes: knowledgeBaseRoutes(deps), errorStyle: 'detail' },
     { name: 'messaging', description: 'Health checks; OpenAI-compatible v3 and legacy v2 completions', routes: messagingRoutes(deps), errorStyle: 'messaging' },
     { name: 'messaging-admin', description: 'Quota keys of the messaging interface (administrator key)', routes: quotaKeyRoutes(deps), errorStyle: 'detail' },
+    { name: 'dialog-analysis', description: 'Dialog analysis: a profile and feedback from a dialog, conforming to the caller\'s JSON Schemas (v2)', routes: dialogAnalysisRoutes(deps), errorStyle: 'dialog' },
+    { name: 'transcription', description: 'Asynchronous transcription: /v2/transcript (partner or administrator key in X-Api-Key)', routes: transcriptionRoutes(deps), errorStyle: 'transcription' },
+    { name: 'voices', description: 'Voices: recordings split into samples, embeddings, test samples (partner or administrator key in X-Api-Key or the api_key query parameter)', routes: voiceRoutes(deps), errorStyle: 'detail' },
+    // A partner's voices can be spoken too: the voice interface's lookup of them (lib/voices).
+    { name: 'speech', description: 'Text to speech for the official openai client: /v2/audio/speech (quota key)', routes: speechRoutes(deps, partnerVoiceSource(deps.db)), errorStyle: 'speech' },
   ];
 }
 
@@ -26,16 +39,41 @@ function authenticator(deps: ApiDeps) {
     if (secretsEqual(key, deps.config.adminApiKey)) return adminPrincipal;
     // The lookup is by hash of a 256-bit random key: timing reveals nothing about the key itself.
     const partner = await deps.db.partner.findUnique({ where: { keyHash: hashKey(key) } });
-    return partner ? { isAdmin: false, partnerId: partner.id, partnerName: partner.name } : null;
+    // A partner being deleted has no key any more: nothing can be added while its data goes.
+    return partner && !partner.deletionRequestedAt ? { isAdmin: false, partnerId: partner.id, partnerName: partner.name } : null;
   };
 }
 
-const requestIdPattern = /^[A-Za-z0-9._-]{8,128}$/;
+const requestIdPattern = /^[\w.-]{8,128}$/;
+
+/** The error style of a path that no route answered: the style of the interface that owns its prefix. */
+const pathStyles: Array<[RegExp, ErrorStyle]> = [
+  [/^\/v3\//, 'messaging'],
+  [/^\/v2\/completions(?:\/|$)/, 'messaging'],
+  [/^\/v2\/transcript(?:\/|$)/, 'transcription'],
+  [/^\/v2\/audio\//, 'speech'],
+  [/^\/v2\/dialog_analyses(?:\/|$)/, 'dialog'],
+];
+const errorStyleOfPath = (path: string): ErrorStyle => pathStyles.find(([prefix]) => prefix.test(path))?.[1] ?? 'detail';
+
+/** Which interface's rate limit a path counts against, by prefix (the gate that refuses blocked keys first of all). */
+const pathLimits: PathLimit[] = [
+  { prefix: /^\/v3\//, apiName: 'messaging', style: 'messaging' },
+  { prefix: /^\/v2\/completions(?:\/|$)/, apiName: 'messaging', style: 'messaging' },
+  { prefix: /^\/v2\/transcript(?:\/|$)/, apiName: 'transcription', style: 'transcription' },
+  { prefix: /^\/v2\/dialog_analyses(?:\/|$)/, apiName: 'dialog-analysis', style: 'dialog' },
+  { prefix: /^\/api\/voices(?:\/|$)/, apiName: 'voices', style: 'detail', queryKey: 'api_key' },
+  { prefix: /^\/api\//, apiName: 'knowledge-base', style: 'detail' },
+];
 
 export function createApp(deps: ApiDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
+  // Requests per key per minute on every interface, shared by all replicas (api/http/rate-limits.ts);
+  // a key already over its limit is refused here, first of all, before its key is even looked up.
+  const limiter = new RequestRateLimiter(deps.db, { onError: (err) => deps.log.warn('rate limit not checked', { error: (err as Error).message }) });
+  app.use(localBlockGate(limiter, deps.config.limits, pathLimits));
 
   app.use((req: Request, res: Response, next: NextFunction) => {
     const incoming = req.get('x-request-id');
@@ -54,23 +92,34 @@ export function createApp(deps: ApiDeps): express.Express {
     authenticate: authenticator(deps),
     uploadDir: path.join(deps.config.storageDir, 'uploads'),
     maxUploadBytes: deps.config.maxUploadBytes,
+    jsonBodyMaxBytes: deps.config.limits.jsonBodyMaxBytes,
+    formTextFieldMaxBytes: deps.config.limits.formTextFieldMaxBytes,
   };
   const interfaces = apiInterfaces(deps);
-  const openapi = buildOpenApi(interfaces, process.env.npm_package_version ?? '0.1.0');
+  // Requests of one key handled at once by this process (REQUESTS_IN_FLIGHT_PER_KEY); more wait their turn.
+  const keySlots = deps.config.limits.inFlightPerKey > 0 ? new KeySlots(deps.config.limits.inFlightPerKey) : null;
+  // Prometheus metrics: every request counted under its route template; GET /metrics (admin key or METRICS_API_KEY).
+  const metrics = apiMetrics(deps);
+  const operational = ['/openapi.json', '/api/openapi.json', '/metrics'].map((path) => ({ method: 'get', path }));
+  app.use(requestMetrics(metrics, [...operational, ...interfaces.flatMap((api) => api.routes)]));
+  app.get('/metrics', metricsEndpoint(deps, metrics));
+  const openapi = buildOpenApi(interfaces, process.env.npm_package_version ?? '0.1.0', { anonymousLimited: deps.config.limits.anonymousRequestsPerMinute > 0 });
   app.get(['/openapi.json', '/api/openapi.json'], (_req, res) => void res.json(openapi));
 
-  // Quota keys of the generation endpoints are checked before any body is read.
+  // Every /v2/audio answer carries its speech request id, refusals of the quota gate included.
+  app.use('/v2/audio', speechRequestIds(deps));
+  // Speech refuses blocked keys after its request id is taken: every speech answer carries one.
+  app.use('/v2/audio', localBlockGate(limiter, deps.config.limits, [{ prefix: /^\/v2\/audio\//, apiName: 'speech', style: 'speech' }]));
+  // Quota keys of the generation and speech endpoints are checked before any body is read.
   app.use(quotaKeyGate(deps));
   for (const api of interfaces) {
-    const router = buildRouter(api.routes, env);
+    const router = buildRouter(api.routes, { ...env, rateLimit: interfaceRateLimit(limiter, deps.config.limits, api.name, keySlots) });
     router.use(errorHandler(api.errorStyle));
     app.use(router);
   }
 
   // Anything no interface answered: a JSON 404 in the style of the path's interface.
   app.use((req: Request, _res: Response, next: NextFunction) => next(new AppError('not_found', `no route for ${req.method} ${req.path}`)));
-  app.use((err: unknown, req: Request, res: Response, next: NextFunction) =>
-    errorHandler(/^\/v3\//.test(req.path) ? 'messaging' : 'detail')(err, req, res, next),
-  );
+  app.use((err: unknown, req: Request, res: Response, next: NextFunction) => errorHandler(errorStyleOfPath(req.path))(err, req, res, next));
   return app;
 }

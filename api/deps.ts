@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import type { Services } from '../lib/runtime.js';
+import type { Services } from '../lib/services.js';
 
 /** What route handlers may use: the shared services plus a Temporal client. */
 export interface ApiDeps extends Services {

@@ -1,19 +1,22 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Server } from 'node:http';
-import { loadConfigOrExit } from '../lib/config.js';
-import { createServices } from '../lib/runtime.js';
-import { connectTemporalClient } from '../lib/temporal.js';
+import { loadConfigOrExit } from '../lib/platform/config.js';
+import { createServices } from '../lib/services.js';
+import { lazyTemporalClient } from '../lib/platform/temporal.js';
 import { createApp } from './app.js';
-import { countTokens } from '../lib/kb/tokens.js';
+import { countTokens } from '../lib/platform/tokens.js';
+import { latinDetector } from '../lib/speech/detect.js';
 
 /** The API process. Stateless: run as many replicas as needed behind a load balancer. */
 const config = loadConfigOrExit();
 const services = createServices(config, 'api');
 fs.mkdirSync(path.join(config.storageDir, 'uploads'), { recursive: true });
-const temporal = await connectTemporalClient(config.temporalAddress, config.temporalNamespace);
+const temporal = lazyTemporalClient(config.temporalAddress, config.temporalNamespace);
 // Quota holds count tokens: build the tokenizer (about a second) now rather than in the first request.
 countTokens(' ');
+// The language detector of /v2/audio/speech (about 150 ms, 85 MB) likewise.
+await latinDetector();
 
 const app = createApp({ ...services, temporal });
 const server: Server = app.listen(config.port, '0.0.0.0', () => {

@@ -1,6 +1,6 @@
 /**
  * Benchmark of hybrid search latency: our three-stream search (dense + n-gram sparse + BM25, each
- * top_k × search_multiplier candidates, fused by weighted RRF in Node; lib/kb/retrieval.ts) next to
+ * top_k × search_multiplier candidates, fused in Node by the default fusion; lib/retrieval/hybrid-search.ts) next to
  * one raw Weaviate hybrid query (BM25 + dense, Weaviate's own fusion) on the same data, at 10k and
  * 100k chunks in one knowledge base.
  *
@@ -23,9 +23,9 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { VectorIndex, chunkClassFor, type ChunkRecord } from '../lib/providers/vector-index.js';
 import { LocalSentenceEncoder, type EmbeddingProvider } from '../lib/providers/embeddings.js';
-import { bm25Document, bm25Query } from '../lib/kb/language-analysis.js';
-import { sparseVector } from '../lib/kb/sparse-vector.js';
-import { retrievalDefaults, searchKnowledgeBase } from '../lib/kb/retrieval.js';
+import { bm25Document, bm25Query } from '../lib/retrieval/language-analysis.js';
+import { sparseVector } from '../lib/retrieval/sparse-vector.js';
+import { retrievalDefaults, searchKnowledgeBase } from '../lib/retrieval/hybrid-search.js';
 import { freePort, startWeaviate, type ManagedProcess } from '../scripts/stack.js';
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
@@ -155,7 +155,7 @@ async function main() {
     '',
     `Run ${new Date().toISOString().slice(0, 10)} on ${os.cpus().length} × ${os.cpus()[0]?.model.trim()}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, Weaviate 1.39 (single node, ASYNC_INDEXING). `,
     `${queriesPerSetting} queries per row after 20 warm-up queries, one at a time; all chunks in one knowledge base (filtered by it).`,
-    '"Ours" = three streams (dense, n-gram sparse, BM25) with top_k 12 × search_multiplier 6 = 72 candidates each, run in parallel, plus weighted RRF in Node.',
+    '"Ours" = three streams (dense, n-gram sparse, BM25) with top_k 12 × search_multiplier 6 = 72 candidates each, run in parallel, plus the fusion in Node.',
     '"Raw hybrid" = one Weaviate `hybrid` query (BM25 + dense, relative-score fusion, limit 12) on the same class, query terms and vector.',
     'Query vectors are precomputed on both sides; embedding a query with the local model adds',
     `p50 ${percentile(embedTimes, 50).toFixed(1)} ms / p99 ${percentile(embedTimes, 99).toFixed(1)} ms to ours in production.`,
@@ -166,7 +166,7 @@ async function main() {
     '',
     'Reading: ours issues three Weaviate queries with 6× the candidates and fuses them itself, so it costs',
     'more than one native hybrid query; the price buys a third stream (sub-word sparse matching), per-stream',
-    'diagnostics and RRF weights per stream and per query variant, which the native query cannot express.',
+    'diagnostics and fusion weights per stream and per query variant, which the native query cannot express.',
     '<!-- search-latency:end -->',
   ].join('\n');
   const file = path.join(benchDir, 'RESULTS.md');

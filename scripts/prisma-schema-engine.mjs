@@ -67,7 +67,7 @@ import pg from 'pg';
 // Stdout is reserved for the protocol: route any stray console output of libraries to stderr.
 console.log = console.info = console.debug = (...args) => console.error(...args);
 
-const DEBUG = /^(1|true|yes)$/i.test(process.env.PRISMA_SCHEMA_ENGINE_SHIM_DEBUG ?? '');
+const DEBUG = /^(?:1|true|yes)$/i.test(process.env.PRISMA_SCHEMA_ENGINE_SHIM_DEBUG ?? '');
 
 function debug(...args) {
   if (DEBUG) console.error('[schema-engine-shim]', ...args);
@@ -588,7 +588,7 @@ class EngineHost {
     let droppingTables = false;
     for (const line of (stdout ?? '').split('\n')) {
       let m;
-      if ((m = line.match(/^\[[+\-*]\] /))) {
+      if (/^\[[+\-*]\] /.test(line)) {
         droppingTables = /^\[-\] Removed tables/.test(line);
         table = line.match(/^\[\*\] Changed the `([^`]+)` table/)?.[1];
       } else if (droppingTables && (m = line.match(/^\s+- (.+)$/))) {

@@ -11,12 +11,13 @@ say() { printf '[setup] %s\n' "$*" >&2; }
 node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a===20&&b>=19)?0:1)' \
   || { say "Node.js >= 20.19 is required (found $(node --version 2>/dev/null || echo none))"; exit 1; }
 
-# 2. Debian packages the project uses (scripts/apt-packages.txt)
+# 2. Debian packages: what the services run (scripts/runtime-packages.txt, the list the production
+#    image installs) and what development and the tests need (scripts/dev-packages.txt)
 missing=()
 while read -r pkg; do
   [ -z "$pkg" ] || [ "${pkg:0:1}" = "#" ] && continue
   dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
-done < scripts/apt-packages.txt
+done < <(cat scripts/runtime-packages.txt scripts/dev-packages.txt)
 if [ ${#missing[@]} -gt 0 ]; then
   say "installing Debian packages: ${missing[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { searchAttributeDeclarations } from '../lib/search-attributes.js';
+import { searchAttributeDeclarations } from '../lib/contracts/search-attributes.js';
 
 /**
  * Starts and stops the servers the system runs on: the Temporal dev server and Weaviate (binaries
@@ -111,7 +111,7 @@ export async function ensureDatabase(databaseUrl: string): Promise<void> {
   } catch (err) {
     if (!['127.0.0.1', 'localhost', '::1'].includes(url.hostname)) throw err;
     const versions = fs.existsSync('/etc/postgresql') ? fs.readdirSync('/etc/postgresql') : [];
-    if (!versions.length) throw new Error(`PostgreSQL at ${url.host} is not reachable and no local cluster is installed`);
+    if (!versions.length) throw new Error(`PostgreSQL at ${url.host} is not reachable and no local cluster is installed`, { cause: err });
     await run('pg_ctlcluster', ['--skip-systemctl-redirect', versions[0]!, 'main', 'start']).catch(() => undefined);
     await waitFor('PostgreSQL', async () => ((await connect()).end(), true), 30_000);
     client = await connect();

@@ -1,8 +1,9 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { loadConfig } from '../lib/config.js';
-import { ensureDatabase, manage, migrate, portOpen, repoRoot, startTemporal, startWeaviate, waitFor, type ManagedProcess } from './stack.js';
+import { loadConfig } from '../lib/platform/config.js';
+import { redactSecrets, redactUrl } from '../lib/platform/redact.js';
+import { binaries, ensureDatabase, manage, migrate, portOpen, repoRoot, startTemporal, startWeaviate, waitFor, type ManagedProcess } from './stack.js';
 
 /**
  * `scripts/start`: the whole system on its embedded defaults. Starts the Temporal dev server (with
@@ -51,7 +52,7 @@ try {
   }
   await ensureDatabase(config.databaseUrl);
   await migrate(config.databaseUrl);
-  say(`database ready: ${config.databaseUrl}`);
+  say(`database ready: ${redactUrl(config.databaseUrl)}`);
 
   const temporalPort = Number(config.temporalAddress.split(':').pop());
   const uiPort = Number(process.env.TEMPORAL_UI_PORT ?? 8233);
@@ -81,8 +82,12 @@ try {
 
   say('');
   say(`API              http://127.0.0.1:${config.port}   (OpenAPI: /openapi.json)`);
-  say(`Admin API key    ${process.env.ADMIN_API_KEY ? '(from ADMIN_API_KEY)' : `${env.ADMIN_API_KEY}   (stored in .data/admin-api-key)`}`);
+  // The key itself is never printed (no secret in any log line): it is read from its file.
+  say(`Admin API key    ${process.env.ADMIN_API_KEY ? '(from ADMIN_API_KEY)' : 'in .data/admin-api-key   (cat .data/admin-api-key)'}`);
   say(`Temporal         ${config.temporalAddress}${process.env.TEMPORAL_ADDRESS ? '' : `   Web UI: http://127.0.0.1:${uiPort}`}`);
+  // The operator guide's `temporal ...` commands, from any shell in this checkout (scripts/temporal.ts).
+  const cliEnv = ['TEMPORAL_ADDRESS', 'TEMPORAL_NAMESPACE'].filter((name) => process.env[name]).map((name) => `${name}=${process.env[name]} `).join('');
+  say(`Temporal CLI     ${cliEnv}npm run -s temporal -- workflow list   (any \`temporal ...\` of the README: npm run -s temporal -- ...; the binary: ${binaries.temporal})`);
   say(`Weaviate         ${config.weaviateUrl}`);
   say(`Logs             .data/logs/{api,worker,temporal,weaviate}.log`);
   say('Ctrl-C stops everything started here.');
@@ -96,7 +101,7 @@ try {
     });
   }
 } catch (err) {
-  say(`start failed: ${(err as Error).message}`);
+  say(`start failed: ${redactSecrets((err as Error).message)}`);
   await stopAll();
   process.exit(1);
 }

@@ -1,12 +1,12 @@
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Runtime, Worker, DefaultLogger } from '@temporalio/worker';
-import { loadConfigOrExit } from '../lib/config.js';
-import { createServices } from '../lib/runtime.js';
+import { loadConfigOrExit } from '../lib/platform/config.js';
+import { createServices } from '../lib/services.js';
 import { createActivities } from '../activities/index.js';
-import { connectTemporalClient, ensureBudgetSweeper } from '../lib/temporal.js';
-import { setDefaultSpeechToText } from '../lib/kb/extractors/media.js';
-import { reembedOnProfileChange } from '../lib/kb/embedding-profiles.js';
-import { OpenAiCompatibleSpeechToText } from '../lib/providers/speech-to-text.js';
+import { connectTemporalClient } from '../lib/platform/temporal.js';
+import { ensureBudgetSweeper } from '../lib/budget/sweeper.js';
+import { ensureReconciler } from '../lib/knowledge/reconcile.js';
+import { reembedOnProfileChange } from '../lib/retrieval/embedding-profiles.js';
 
 /**
  * The worker process: polls the task queue for workflow and activity tasks. Run as many as the
@@ -16,15 +16,12 @@ import { OpenAiCompatibleSpeechToText } from '../lib/providers/speech-to-text.js
 const config = loadConfigOrExit();
 const services = createServices(config, 'worker');
 
-if (config.transcriptionModel && config.openaiBaseUrl) {
-  setDefaultSpeechToText(new OpenAiCompatibleSpeechToText({ baseURL: config.openaiBaseUrl, apiKey: config.openaiApiKey ?? '', model: config.transcriptionModel }));
-}
-
 Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: ['SIGINT', 'SIGTERM'] });
 
 const connection = await NativeConnection.connect({ address: config.temporalAddress });
 // Activities that ask Temporal about other workflows (the reservation sweeper) use a client.
 const temporal = await connectTemporalClient(config.temporalAddress, config.temporalNamespace);
+const activities = createActivities({ ...services, temporal });
 const worker = await Worker.create({
   connection,
   namespace: config.temporalNamespace,
@@ -32,8 +29,24 @@ const worker = await Worker.create({
   ...(config.workflowBundlePath
     ? { workflowBundle: { codePath: config.workflowBundlePath } }
     : { workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)) }),
-  activities: createActivities({ ...services, temporal }),
+  activities,
   maxConcurrentActivityTaskExecutions: config.workerMaxActivities,
+  shutdownGraceTime: '20s',
+});
+// CPU-heavy audio work (speech recognition of transcript segments; splitting voices, their local
+// voice prints and test samples) has its own task queue and concurrency (AUDIO_WORKER_MAX_ACTIVITIES,
+// about one per core), so it never crowds out the rest.
+const audioWorker = await Worker.create({
+  connection,
+  namespace: config.temporalNamespace,
+  taskQueue: config.transcription.audioTaskQueue,
+  activities: {
+    transcribeTranscriptSegment: activities.transcribeTranscriptSegment,
+    splitVoiceRecording: activities.splitVoiceRecording,
+    embedVoiceLocally: activities.embedVoiceLocally,
+    storeVoiceGpuResult: activities.storeVoiceGpuResult,
+  },
+  maxConcurrentActivityTaskExecutions: config.transcription.audioWorkerMaxActivities,
   shutdownGraceTime: '20s',
 });
 
@@ -41,11 +54,14 @@ await ensureBudgetSweeper(temporal, config.temporalTaskQueue, {
   intervalSeconds: config.budgetSweepIntervalSeconds,
   graceSeconds: config.budgetSweepGraceSeconds,
 });
+if (config.reconcileIntervalSeconds > 0) {
+  await ensureReconciler(temporal, config.temporalTaskQueue, { intervalSeconds: config.reconcileIntervalSeconds, graceSeconds: config.reconcileGraceSeconds });
+}
 // A changed embedding model re-embeds the knowledge bases that hold another profile's vectors.
 const reembedding = await reembedOnProfileChange({ db: services.db, temporal, taskQueue: config.temporalTaskQueue }, services.embedder.profile);
 if (reembedding > 0) services.log.info('re-embedding for a new embedding profile', { profile: services.embedder.profile.name, documents: reembedding });
-services.log.info('worker started', { taskQueue: config.temporalTaskQueue, namespace: config.temporalNamespace });
-await worker.run();
+services.log.info('worker started', { taskQueue: config.temporalTaskQueue, audioTaskQueue: config.transcription.audioTaskQueue, namespace: config.temporalNamespace });
+await Promise.all([worker.run(), audioWorker.run()]);
 await services.db.$disconnect();
 await connection.close();
 await temporal.connection.close();

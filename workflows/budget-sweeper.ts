@@ -1,14 +1,12 @@
 import { continueAsNew, proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
+import type { BudgetSweeperInput } from '../lib/contracts/budget-sweeper.js';
 
 /**
- * One long-lived workflow (ID `budget-sweeper`) that periodically releases reservations whose
- * workflow has closed (lib/budget/sweeper.ts). Continues as new to keep its history short.
+ * One long-lived workflow (contract: lib/contracts/budget-sweeper.ts) that periodically releases
+ * reservations whose workflow has closed (lib/budget/sweeper.ts). Continues as new to keep its
+ * history short.
  */
-export interface BudgetSweeperInput {
-  intervalSeconds: number;
-  graceSeconds: number;
-}
 
 const { sweepStaleReservations } = proxyActivities<Activities>({
   startToCloseTimeout: '5 minutes',

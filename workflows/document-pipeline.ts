@@ -3,54 +3,62 @@ import {
   ApplicationFailure,
   condition,
   isCancellation,
+  makeContinueAsNewFunc,
+  patched,
   workflowInfo,
-  defineQuery,
-  defineSignal,
   proxyActivities,
+  proxyLocalActivities,
   setHandler,
   sleep,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
-import type { PipelineStep } from '../activities/documents.js';
-import type { RewriteCallOutcome, RewritePlan, RewriteRequest } from '../activities/rewrite.js';
-import type { Bound, Category } from '../lib/budget/ledger.js';
-import { searchAttributes } from '../lib/search-attributes.js';
+import {
+  budgetChangedSignal,
+  historyEventsLimit,
+  pauseSignal,
+  pipelineFailure,
+  progressQuery,
+  resumeSignal,
+  retrySignal,
+  supersedeSignal,
+  type AdmissionBound,
+  type DocumentPipelineInput,
+  type DocumentPipelineProgress,
+  type PipelineCarry,
+  type PipelineStatus,
+  type PipelineStep,
+  type RewriteCallOutcome,
+  type RewritePlan,
+} from '../lib/contracts/document-pipeline.js';
+import type { Category } from '../lib/contracts/budget-admission.js';
+import { searchAttributes } from '../lib/contracts/search-attributes.js';
 
 /**
- * One execution per processing request of one document (ID `document-<uuid>`). Steps run as
- * activities; a step that fails for good is recorded on the document and the workflow waits for a
- * `retry` signal, then resumes from that step. `pause` / `resume` hold the pipeline between steps.
- * `budgetChanged` wakes work that waits for budget capacity.
+ * One execution per processing request of one document (contract: lib/contracts/document-pipeline.ts).
+ * Steps run as activities; a step that fails for good is recorded on the document and the workflow
+ * waits for a `retry` signal, then resumes from that step. `pause` / `resume` hold the pipeline
+ * between steps. `budgetChanged` wakes work that waits for budget capacity; `supersede` ends a
+ * waiting run that a new processing request replaces.
+ *
+ * History bound: a run continues as new at its next waiting point (a budget re-check, a retry, a
+ * pause) once its history reaches `historyEventsLimit` events, carrying what it has done
+ * (PipelineCarry), so a document can wait blocked or failed for months. Versioning: change this
+ * code only behind `patched()` (README, "Workflow versioning"); test/workflows/replay.test.ts
+ * replays recorded histories of every kind of run against it.
  */
-export interface DocumentPipelineInput {
-  documentId: string;
-  knowledgeBaseId: string;
-  partner: string;
-  steps: PipelineStep[];
-  /** Request-level cap on the KB's digitized characters (the smaller of it and the KB limit applies). */
-  requestCharacterLimit?: number | null;
-  /** Content type and person of the `rewrite` step (default: auto, no person). */
-  rewrite?: RewriteRequest;
-}
-
-export type PipelineStatus = 'running' | 'paused' | 'failed' | 'budget_blocked' | 'completed' | 'cancelled';
-
-export interface DocumentPipelineProgress {
-  status: PipelineStatus;
-  currentStep: PipelineStep | null;
-  completedSteps: PipelineStep[];
-  lastError: string | null;
-}
-
-export const retrySignal = defineSignal('retry');
-export const pauseSignal = defineSignal('pause');
-export const resumeSignal = defineSignal('resume');
-export const budgetChangedSignal = defineSignal('budgetChanged');
-export const progressQuery = defineQuery<DocumentPipelineProgress>('progress');
-
 const quick = proxyActivities<Activities>({
   startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
+});
+
+/**
+ * Admission (bounds, reserve, the block shown on the document): short database steps run as local
+ * activities in the worker that runs the workflow, so a blocked document's re-check costs no task
+ * queue round trips and two history events, not six.
+ */
+const local = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '1 minute',
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
 });
 
@@ -58,18 +66,18 @@ const heavy = proxyActivities<Activities>({
   startToCloseTimeout: '1 hour',
   // A worker that dies mid-step is noticed within this time and the step is retried elsewhere.
   heartbeatTimeout: '20 seconds',
-  retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '2 minutes', maximumAttempts: 8, nonRetryableErrorTypes: ['PermanentProcessingError', 'DocumentGone'] },
+  retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '2 minutes', maximumAttempts: 8, nonRetryableErrorTypes: [pipelineFailure.permanent, pipelineFailure.documentGone] },
 });
 
 /** Model calls: one attempt may take long; a lost worker is noticed by the missing heartbeat. */
 const llm = proxyActivities<Activities>({
   startToCloseTimeout: '2 hours',
   heartbeatTimeout: '30 seconds',
-  retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5, nonRetryableErrorTypes: ['PermanentProcessingError', 'DocumentGone'] },
+  retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5, nonRetryableErrorTypes: [pipelineFailure.permanent, pipelineFailure.documentGone] },
 });
 
-/** How long a budget-blocked step waits for a `budgetChanged` signal before checking again anyway. */
-const BUDGET_RECHECK = '5 minutes';
+/** A blocked step's wait before it checks again anyway, when the worker does not say (BUDGET_RECHECK_INTERVAL_MS). */
+const DEFAULT_BUDGET_RECHECK_MS = 5 * 60_000;
 
 /**
  * Provider failures: 429s are retried for as long as they last (a rate-limit storm delays a
@@ -81,6 +89,16 @@ const backoffMs = (n: number, hint: number | null) => Math.min(Math.max(hint ?? 
 
 /** A step that could not run for a reason retrying will not fix; the message goes to the document. */
 class StepFailure extends Error {}
+/** The history is long: the run continues as new from where it stands. */
+class ContinueAsNewNeeded extends Error {}
+/** A new processing request replaced this waiting run. */
+class Superseded extends Error {}
+
+/** Temporal suggests a new run, or the history has reached the bound. */
+const historyIsLong = () => {
+  const info = workflowInfo();
+  return info.continueAsNewSuggested || info.historyLength >= historyEventsLimit;
+};
 
 function failureMessage(err: unknown): string {
   if (err instanceof StepFailure) return err.message;
@@ -89,21 +107,35 @@ function failureMessage(err: unknown): string {
 }
 
 const isDocumentGone = (err: unknown) =>
-  err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === 'DocumentGone';
+  err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === pipelineFailure.documentGone;
 
 export async function documentPipeline(input: DocumentPipelineInput): Promise<DocumentPipelineProgress> {
-  const progress: DocumentPipelineProgress = { status: 'running', currentStep: null, completedSteps: [], lastError: null };
-  let paused = false;
+  const carry = input.carry;
+  const progress: DocumentPipelineProgress = {
+    status: 'running',
+    generation: carry?.generation ?? 1,
+    budgetRechecks: carry?.budgetRechecks ?? 0,
+    currentStep: null,
+    completedSteps: [...(carry?.completedSteps ?? [])],
+    lastError: null,
+  };
+  let paused = carry?.paused ?? false;
   let retryRequested = false;
+  let superseded = false;
 
   const setStatus = (status: PipelineStatus) => {
+    if (progress.status === status) return;
     progress.status = status;
     upsertSearchAttributes([{ key: searchAttributes.pipelineStatus, value: status }]);
   };
 
   let budgetChanged = false;
   let attempt = 0;
-  let rewriteAttempts = 0;
+  let rewriteAttempts = carry?.rewriteAttempts ?? 0;
+  /** The rewrite attempt under way (carried into a continued run), or null. */
+  let rewriteState: PipelineCarry['rewrite'] = carry?.rewrite ?? null;
+  /** The block last shown on the document: a re-check that finds the same block writes nothing. */
+  let shownBlock: string | null = null;
   const ref = { documentId: input.documentId };
   const operationKey = (step: PipelineStep) => `${workflowInfo().workflowId}/${workflowInfo().runId}/${step}/${++attempt}`;
 
@@ -117,12 +149,13 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
    * BUDGET_BLOCKED and wait for `budgetChanged` (or the periodic re-check), then try again with a
    * fresh bound. Returns the admitted operation's key.
    */
-  async function admit(step: PipelineStep, category: Category, boundOf: () => Promise<{ knowledgeBaseId: string; bound: Bound }>): Promise<string> {
+  async function admit(step: PipelineStep, category: Category, boundOf: () => Promise<AdmissionBound>): Promise<string> {
     for (;;) {
+      if (superseded) throw new Superseded();
       budgetChanged = false;
       const { knowledgeBaseId, bound } = await boundOf();
       const key = operationKey(step);
-      const admission = await quick.reserveBudget({
+      const admission = await local.reserveBudget({
         knowledgeBaseId,
         operationKey: key,
         workflowId: workflowInfo().workflowId,
@@ -132,13 +165,22 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
         requestCharacterLimit: input.requestCharacterLimit ?? null,
       });
       if (admission.admitted) {
+        shownBlock = null;
         if (progress.status === 'budget_blocked') setBudgetBlocked(false);
         return key;
       }
       if (admission.reason === 'request_character_limit') throw new StepFailure(`QUOTA_EXCEEDED:knowledge_chars (${admission.detail})`);
-      await quick.markBudgetBlocked({ ...ref, reason: admission.reason, detail: admission.detail });
-      setBudgetBlocked(true);
-      await condition(() => budgetChanged, BUDGET_RECHECK);
+      const block = `${admission.reason}: ${admission.detail}`;
+      if (block !== shownBlock) {
+        await local.markBudgetBlocked({ ...ref, reason: admission.reason, detail: admission.detail });
+        shownBlock = block;
+      }
+      if (progress.status !== 'budget_blocked') setBudgetBlocked(true);
+      const recheckMs = 'recheckAfterMs' in admission ? admission.recheckAfterMs : DEFAULT_BUDGET_RECHECK_MS;
+      await condition(() => budgetChanged || superseded, recheckMs);
+      if (superseded) throw new Superseded();
+      progress.budgetRechecks++;
+      if (historyIsLong()) throw new ContinueAsNewNeeded();
     }
   }
 
@@ -151,7 +193,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
     if (scrape) await scrapePage(scrape);
     await heavy.extractText(ref);
     const key = await admit('digitize', 'digitization', async () => {
-      const { characters, knowledgeBaseId } = await quick.digitizationBound(ref);
+      const { characters, knowledgeBaseId } = await local.digitizationBound(ref);
       return { knowledgeBaseId, bound: { characters } };
     });
     try {
@@ -160,6 +202,53 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
       await quick.releaseBudget({ operationKey: key, note: 'digitization failed' });
       throw err;
     }
+  }
+
+  /**
+   * Digitization in one activity (patch `digitize-in-one-activity`): the activity records the new
+   * run, extracts, admits the characters under this step's operation key, accepts the text and,
+   * when finalize_original comes next, saves it as the final content too. The workflow takes over
+   * only what needs waiting: a page to scrape first, or a budget block (its admission loop, then
+   * the acceptance, as in `digitize`). Returns whether finalize_original was done with it.
+   */
+  async function digitizeInOne(finalizeOriginal: boolean): Promise<boolean> {
+    const key = operationKey('digitize');
+    let result;
+    try {
+      result = await heavy.digitizeDocument({
+        ...ref,
+        begin: runNotRecorded ? input : null,
+        operationKey: key,
+        workflowId: workflowInfo().workflowId,
+        requestCharacterLimit: input.requestCharacterLimit ?? null,
+        finalizeOriginal,
+      });
+    } catch (err) {
+      if (!isCancellation(err)) await quick.releaseBudget({ operationKey: key, note: 'digitization failed' });
+      throw err;
+    }
+    runNotRecorded = false;
+    if (result.outcome === 'accepted') {
+      embeddingIsPaid = result.paidEmbedding;
+      return result.finalized;
+    }
+    if (result.outcome === 'request_limit') throw new StepFailure(`QUOTA_EXCEEDED:knowledge_chars (${result.detail})`);
+    if (result.outcome === 'scrape') {
+      await scrapePage(result.bound);
+      await heavy.extractText(ref);
+    }
+    // The extraction is cached (by the activity, or just now): admit its characters, waiting while blocked.
+    const admitted = await admit('digitize', 'digitization', async () => {
+      const { characters, knowledgeBaseId } = await local.digitizationBound(ref);
+      return { knowledgeBaseId, bound: { characters } };
+    });
+    try {
+      await heavy.acceptDigitizedText({ ...ref, operationKey: admitted });
+    } catch (err) {
+      await quick.releaseBudget({ operationKey: admitted, note: 'digitization failed' });
+      throw err;
+    }
+    return false;
   }
 
   /**
@@ -186,7 +275,9 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
    * provider's usage by the activity, or by closeEmbeddingOperation when the step fails.
    */
   async function embed() {
-    const bound = await quick.embeddingBound(ref);
+    // The one-activity digitization said the embedder is the local one: nothing to admit.
+    if (embeddingIsPaid === false) return heavy.embedDocument(ref);
+    const bound = await local.embeddingBound(ref);
     if (!bound) return heavy.embedDocument(ref);
     const key = await admit('embed', 'embedding', async () => bound);
     try {
@@ -220,16 +311,23 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
    * it (`REWRITE_FAILED:`). The retry signal starts a new attempt.
    */
   async function rewrite() {
-    const attemptId = `${workflowInfo().runId}-${++rewriteAttempts}`;
-    const plan = await quick.planRewrite({ ...ref, attemptId, contentType: input.rewrite?.contentType ?? 'auto', personName: input.rewrite?.personName ?? null });
-    for (let part = 0; part < plan.partCount; part++) {
+    if (!rewriteState) {
+      const attemptId = `${workflowInfo().runId}-${++rewriteAttempts}`;
+      const plan = await quick.planRewrite({ ...ref, attemptId, contentType: input.rewrite?.contentType ?? 'auto', personName: input.rewrite?.personName ?? null });
+      rewriteState = { attemptId, plan, part: 0, modelIndex: 0 };
+    }
+    // A continued run resumes at the call it had not made yet: parts already rewritten are kept.
+    const state = rewriteState;
+    const { plan, attemptId } = state;
+    for (; state.part < plan.partCount; state.part++, state.modelIndex = 0) {
       let last: RewriteCallOutcome | null = null;
-      for (const [i, model] of plan.models.entries()) {
-        last = await callModel(plan, attemptId, part, model, i > 0);
+      for (; state.modelIndex < plan.models.length; state.modelIndex++) {
+        last = await callModel(plan, attemptId, state.part, plan.models[state.modelIndex]!, state.modelIndex > 0);
         if (last.outcome === 'accepted') break;
       }
       if (last && last.outcome !== 'accepted') {
-        const where = plan.partCount > 1 ? `part ${part + 1} of ${plan.partCount}: ` : '';
+        rewriteState = null;
+        const where = plan.partCount > 1 ? `part ${state.part + 1} of ${plan.partCount}: ` : '';
         if (last.outcome === 'rejected') {
           await quick.finishRewrite({ ...ref, attemptId, rejected: last.message });
           throw new StepFailure(`REWRITE_REJECTED: ${where}${last.message}`);
@@ -237,13 +335,16 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
         throw new StepFailure(`REWRITE_FAILED: ${where}${last.message}`);
       }
     }
+    rewriteState = null;
     await quick.finishRewrite({ ...ref, attemptId });
   }
 
-  const runStep = (step: PipelineStep): Promise<unknown> => {
+  const runStep = async (step: PipelineStep, next: PipelineStep | undefined): Promise<unknown> => {
     switch (step) {
       case 'digitize':
-        return digitize();
+        if (!inOneActivity) return digitize();
+        finalizedWithDigitize = await digitizeInOne(next === 'finalize_original');
+        return;
       case 'finalize_original':
         return heavy.saveOriginalAsRewritten(ref);
       case 'rewrite':
@@ -258,37 +359,94 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
   setHandler(resumeSignal, () => void (paused = false));
   setHandler(retrySignal, () => void (retryRequested = true));
   setHandler(budgetChangedSignal, () => void (budgetChanged = true));
+  // Honoured only while the run waits, where it holds no budget and nothing is half done.
+  setHandler(supersedeSignal, () => {
+    if (progress.status === 'failed' || progress.status === 'budget_blocked') superseded = true;
+  });
 
-  for (const step of input.steps) {
-    progress.currentStep = step;
-    for (;;) {
-      if (paused) {
-        setStatus('paused');
-        await condition(() => !paused);
-        setStatus('running');
-      }
-      try {
-        await runStep(step);
-        break;
-      } catch (err) {
-        // A cancelled pipeline (the document is being deleted) stops here, after its running
-        // activity has stopped: nothing is written after the deletion cleans up.
-        if (isCancellation(err)) throw err;
-        if (isDocumentGone(err)) {
-          setStatus('cancelled');
-          return progress;
+  // A new run that starts by digitizing does it in one activity, which also records the run
+  // (README, "Workflow versioning": runs started before this code take the older path).
+  const inOneActivity = !carry && input.steps[0] === 'digitize' && patched('digitize-in-one-activity');
+  /** The new run's markers and request are still to be recorded (by the one-activity digitization). */
+  let runNotRecorded = inOneActivity;
+  /** Known from the one-activity digitization: the embedder is paid (admitted) or local; null: ask. */
+  let embeddingIsPaid: boolean | null = null;
+  /** The one-activity digitization did finalize_original as well. */
+  let finalizedWithDigitize = false;
+  // A new run takes the document's markers over and records its request; a continuation has both.
+  if (!carry && !inOneActivity) await quick.beginPipelineRun({ request: input });
+
+  const steps = input.steps;
+  let stepIndex = 0;
+  /** The current step's failure, waiting for `retry` (a continued run may start in this state). */
+  let failure: string | null = carry?.failure ?? null;
+  try {
+    for (; stepIndex < steps.length; stepIndex++) {
+      const step = steps[stepIndex]!;
+      progress.currentStep = step;
+      for (;;) {
+        if (failure === null) {
+          if (paused) {
+            setStatus('paused');
+            await condition(() => !paused || historyIsLong());
+            if (paused) throw new ContinueAsNewNeeded();
+            setStatus('running');
+          }
+          if (historyIsLong()) throw new ContinueAsNewNeeded();
+          try {
+            await runStep(step, steps[stepIndex + 1]);
+            break;
+          } catch (err) {
+            // A cancelled pipeline (the document is being deleted) stops here, after its running
+            // activity has stopped: nothing is written after the deletion cleans up.
+            if (err instanceof ContinueAsNewNeeded || err instanceof Superseded || isCancellation(err)) throw err;
+            if (isDocumentGone(err)) {
+              setStatus('cancelled');
+              return progress;
+            }
+            failure = failureMessage(err);
+            rewriteState = null;
+            await quick.recordStepFailure({ documentId: input.documentId, step, message: failure });
+          }
         }
-        progress.lastError = failureMessage(err);
-        await quick.recordStepFailure({ documentId: input.documentId, step, message: progress.lastError });
+        progress.lastError = failure;
         setStatus('failed');
-        await condition(() => retryRequested);
+        await condition(() => retryRequested || superseded || historyIsLong());
+        if (superseded) throw new Superseded();
+        if (!retryRequested) throw new ContinueAsNewNeeded();
         retryRequested = false;
+        failure = null;
         progress.lastError = null;
         await quick.requeueStep({ documentId: input.documentId, step });
         setStatus('running');
       }
+      progress.completedSteps.push(step);
+      if (finalizedWithDigitize) {
+        finalizedWithDigitize = false;
+        stepIndex++;
+        progress.completedSteps.push(steps[stepIndex]!);
+      }
     }
-    progress.completedSteps.push(step);
+  } catch (err) {
+    if (err instanceof Superseded) {
+      setStatus('superseded');
+      return progress;
+    }
+    if (!(err instanceof ContinueAsNewNeeded)) throw err;
+    const next: PipelineCarry = {
+      generation: progress.generation + 1,
+      completedSteps: progress.completedSteps,
+      paused,
+      failure,
+      rewrite: rewriteState,
+      rewriteAttempts,
+      budgetRechecks: progress.budgetRechecks,
+    };
+    return makeContinueAsNewFunc<typeof documentPipeline>({ typedSearchAttributes: workflowInfo().typedSearchAttributes })({
+      ...input,
+      steps: steps.slice(stepIndex),
+      carry: next,
+    });
   }
   progress.currentStep = null;
   setStatus('completed');

@@ -1,18 +1,44 @@
 import type { NextFunction, Request, Response } from 'express';
 import { MulterError } from 'multer';
-import { AppError } from '../../lib/errors.js';
+import { AppError } from '../../lib/platform/errors.js';
 
 /**
  * Each interface has its own error body; all of them are produced here from one AppError.
- * - `detail`: knowledge-base and voice APIs, `{detail: "<message>"}`.
- * - `messaging`: v3, `{detail: {code, message, context: {request_id, endpoint}}}`.
+ * - `detail`: knowledge-base and voice APIs, `{detail: "<message>"}`, plus the fields of
+ *   `details.responseFields` when the error carries some (a 409 naming what already exists).
+ * - `messaging`: v3 and legacy v2 completions, `{detail: {code, message, context: {request_id, endpoint}}}`.
+ * - `transcription`, `speech`, `dialog`: the /v2 job and speech interfaces. An invalid request is
+ *   422 `{message, errors: {<field>: [<message>]}}` in all three; other errors are `{error}`
+ *   (transcription), `{error, code?}` (speech: `code` when the error names one, e.g.
+ *   QUOTA_EXHAUSTED) or `{message}` (dialog analysis).
+ * A 429 or 503 carries `Retry-After` (seconds) in every style when the error knows when to come
+ * back; an error with `details.retry === false` carries `x-should-retry: false` (OpenAI clients).
  */
-export type ErrorStyle = 'detail' | 'messaging';
+export type ErrorStyle = 'detail' | 'messaging' | 'transcription' | 'speech' | 'dialog';
 
-export function toAppError(err: unknown): AppError {
+const answersInvalidWith422: ReadonlySet<ErrorStyle> = new Set(['transcription', 'speech', 'dialog']);
+
+/** Invalid input: a 400 `bad_request` (validation), or an upload over its size limit (named by field). */
+const isInvalidInput = (err: AppError) => (err.status === 400 && err.code === 'bad_request') || (err.code === 'payload_too_large' && !!err.details?.fieldErrors);
+
+/** The status an error answers with in an interface: the /v2 job interfaces say 422 for invalid input. */
+export function statusIn(style: ErrorStyle, err: AppError): number {
+  return answersInvalidWith422.has(style) && isInvalidInput(err) ? 422 : err.status;
+}
+
+/** `{field: [messages]}` of a validation error; other invalid requests name the part of the request. */
+function fieldErrors(err: AppError): Record<string, string[]> {
+  const fields = err.details?.fieldErrors as Record<string, string[]> | undefined;
+  return fields && Object.keys(fields).length ? fields : { request: [err.message] };
+}
+
+function toAppError(err: unknown): AppError {
   if (err instanceof AppError) return err;
   if (err instanceof MulterError) {
-    if (err.code === 'LIMIT_FILE_SIZE') return new AppError('payload_too_large', `file ${err.field ?? ''} is larger than the upload limit`.replace('  ', ' '));
+    if (err.code === 'LIMIT_FILE_SIZE') {
+      const message = `file ${err.field ?? ''} is larger than the upload limit`.replace('  ', ' ');
+      return new AppError('payload_too_large', message, err.field ? { fieldErrors: { [err.field]: ['is larger than the upload limit of this endpoint'] } } : undefined);
+    }
     // Multer reports both an unknown file field and too many files in a known one with this code.
     if (err.code === 'LIMIT_UNEXPECTED_FILE') {
       return new AppError('bad_request', `unexpected file in field ${JSON.stringify(err.field)}: not a file field of this endpoint, or more files than it accepts`);
@@ -33,11 +59,22 @@ export function toAppError(err: unknown): AppError {
   return new AppError('internal_error', 'internal error');
 }
 
-export function errorBody(style: ErrorStyle, err: AppError, requestId: string, endpoint: string): unknown {
-  if (style === 'messaging') {
-    return { detail: { code: err.code, message: err.message, context: { request_id: requestId, endpoint } } };
+function errorBody(style: ErrorStyle, err: AppError, requestId: string, endpoint: string): unknown {
+  if (answersInvalidWith422.has(style) && statusIn(style, err) === 422) return { message: err.message, errors: fieldErrors(err) };
+  switch (style) {
+    case 'messaging':
+      return { detail: { code: err.code, message: err.message, context: { request_id: requestId, endpoint } } };
+    case 'transcription':
+      return { error: err.message };
+    case 'speech':
+      return typeof err.details?.code === 'string' ? { error: err.message, code: err.details.code } : { error: err.message };
+    case 'dialog':
+      return { message: err.message };
+    case 'detail': {
+      const extra = err.details?.responseFields;
+      return extra && typeof extra === 'object' ? { ...(extra as Record<string, unknown>), detail: err.message } : { detail: err.message };
+    }
   }
-  return { detail: err.message };
 }
 
 export function errorHandler(style: ErrorStyle) {
@@ -51,6 +88,12 @@ export function errorHandler(style: ErrorStyle) {
       res.destroy();
       return;
     }
-    res.status(appError.status).json(errorBody(style, appError, res.locals.requestId, req.originalUrl.split('?')[0] ?? req.path));
+    // A body refused for its size is not drained: the connection closes after the answer.
+    if (appError.details?.closeConnection === true && !req.complete) res.setHeader('Connection', 'close');
+    const retryAfter = appError.details?.retryAfterSeconds;
+    if ((appError.status === 429 || appError.status === 503) && typeof retryAfter === 'number') res.setHeader('Retry-After', String(Math.max(1, Math.ceil(retryAfter))));
+    // The official OpenAI clients retry 429s unless told not to: a lifetime quota never refills.
+    if (appError.details?.retry === false) res.setHeader('x-should-retry', 'false');
+    res.status(statusIn(style, appError)).json(errorBody(style, appError, res.locals.requestId, req.originalUrl.split('?')[0] ?? req.path));
   };
 }

@@ -1,6 +1,6 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
-import { badRequest } from '../../lib/errors.js';
+import { badRequest } from '../../lib/platform/errors.js';
 
 export type JsonSchema = Record<string, unknown>;
 
@@ -25,26 +25,52 @@ function validatorFor(schema: JsonSchema, coerce: boolean): ValidateFunction {
   return fn;
 }
 
-function describe(where: string, errors: ErrorObject[]): string {
-  return errors
-    .map((e) => {
-      const field = [where, ...e.instancePath.split('/').filter(Boolean)].join('.');
-      if (e.keyword === 'required') return `${where}.${(e.params as { missingProperty: string }).missingProperty} is required`;
-      if (e.keyword === 'additionalProperties') return `${field}.${(e.params as { additionalProperty: string }).additionalProperty} is not allowed`;
-      if (e.keyword === 'enum') return `${field} must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')}`;
-      return `${field} ${e.message}`;
-    })
-    .join('; ');
+/**
+ * Each failure as the field it concerns (its dotted path inside the part, e.g.
+ * `input.profile_schema.age.type`; the part itself, e.g. `body`, for the whole) and a sentence.
+ */
+function failures(where: string, errors: ErrorObject[]): Array<{ field: string; message: string }> {
+  return errors.map((e) => {
+    const path = e.instancePath.split('/').filter(Boolean).map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'));
+    if (e.keyword === 'required') return { field: [...path, (e.params as { missingProperty: string }).missingProperty].join('.'), message: 'is required' };
+    if (e.keyword === 'additionalProperties') return { field: [...path, (e.params as { additionalProperty: string }).additionalProperty].join('.'), message: 'is not allowed' };
+    const message = e.keyword === 'enum' ? `must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')}` : (e.message ?? 'is invalid');
+    return { field: path.length ? path.join('.') : where, message };
+  });
 }
 
-/** Paths of strings that contain U+0000, which PostgreSQL text cannot hold and no field needs. */
-function nulPaths(value: unknown, at: string, out: string[] = []): string[] {
-  if (typeof value === 'string') {
-    if (value.includes('\u0000')) out.push(at);
-  } else if (Array.isArray(value)) {
-    value.forEach((v, i) => nulPaths(v, `${at}.${i}`, out));
-  } else if (value && typeof value === 'object') {
-    for (const [k, v] of Object.entries(value)) nulPaths(v, `${at}.${k}`, out);
+/** The 400 of an invalid part: a sentence for `{detail}` interfaces, `fieldErrors` for the 422 ones. */
+function invalid(where: string, errors: ErrorObject[]) {
+  const list = failures(where, errors);
+  // Null prototype: a field named `valueOf` or `__proto__` is a field like any other.
+  const fieldErrors: Record<string, string[]> = Object.create(null);
+  for (const f of list) (fieldErrors[f.field] ??= []).push(f.message);
+  const sentence = list.map((f) => `${f.field === where ? where : `${where}.${f.field}`} ${f.message}`).join('; ');
+  return badRequest(sentence, { errors: errors.map((e) => ({ path: e.instancePath, message: e.message })), fieldErrors });
+}
+
+/**
+ * Paths of strings that contain U+0000, which PostgreSQL text cannot hold and no field needs.
+ * Iterative (depth-first, in document order), and a path is spelled out only for a hit: a body
+ * nested thousands of levels deep must neither overflow the stack nor build thousands of long paths.
+ */
+function nulPaths(value: unknown, at: string): string[] {
+  type Place = { key: string; parent: Place | null };
+  const spell = (p: Place): string => {
+    const keys: string[] = [];
+    for (let q: Place | null = p; q; q = q.parent) keys.push(q.key);
+    return keys.reverse().join('.');
+  };
+  const out: string[] = [];
+  const stack: Array<[unknown, Place]> = [[value, { key: at, parent: null }]];
+  while (stack.length) {
+    const [v, place] = stack.pop()!;
+    if (typeof v === 'string') {
+      if (v.includes('\u0000')) out.push(spell(place));
+    } else if (v && typeof v === 'object') {
+      const entries = Array.isArray(v) ? v.map((item, i) => [String(i), item] as const) : Object.entries(v);
+      for (let i = entries.length - 1; i >= 0; i--) stack.push([entries[i]![1], { key: entries[i]![0], parent: place }]);
+    }
   }
   return out;
 }
@@ -52,8 +78,11 @@ function nulPaths(value: unknown, at: string, out: string[] = []): string[] {
 /** Validates (and for coerced sources, converts in place) one part of a request; throws a 400 AppError. */
 export function validate<T>(where: 'body' | 'query' | 'path' | 'form', schema: JsonSchema, value: unknown, coerce: boolean): T {
   const withNul = nulPaths(value, where);
-  if (withNul.length) throw badRequest(withNul.map((f) => `${f} must not contain NUL characters`).join('; '));
+  if (withNul.length) {
+    const fieldErrors = Object.fromEntries(withNul.map((f) => [f.slice(where.length + 1) || where, ['must not contain NUL characters']]));
+    throw badRequest(withNul.map((f) => `${f} must not contain NUL characters`).join('; '), { fieldErrors });
+  }
   const fn = validatorFor(schema, coerce);
-  if (!fn(value)) throw badRequest(describe(where, fn.errors ?? []), { errors: fn.errors?.map((e) => ({ path: e.instancePath, message: e.message })) });
+  if (!fn(value)) throw invalid(where, fn.errors ?? []);
   return value as T;
 }

@@ -4,24 +4,14 @@ import type { Response } from 'express';
 import { defineRoute, type RouteDefinition } from '../http/route.js';
 import type { ApiDeps } from '../deps.js';
 import type { JsonSchema } from '../http/validation.js';
-import { presentDocument } from '../../lib/kb/presenters.js';
-import {
-  contentTypes,
-  editableContentTypes,
-  openDownload,
-  readContent,
-  rewrittenBundle,
-  updateContent,
-  type ContentDeps,
-  type ContentFormat,
-  type ContentType,
-  type ContentUpdateResult,
-  type EditableContentType,
-} from '../../lib/kb/content.js';
-import { badRequest } from '../../lib/errors.js';
+import { presentDocument } from '../../lib/knowledge/presenters.js';
+import { contentVersions, editableContentVersions, openDownload, readContent, type ContentDeps, type ContentFormat, type ContentVersion, type EditableContentVersion } from '../../lib/knowledge/content/versions.js';
+import { updateContent, type ContentUpdateResult } from '../../lib/knowledge/content/updates.js';
+import { rewrittenBundle } from '../../lib/knowledge/content/bundle.js';
+import { badRequest } from '../../lib/platform/errors.js';
 import * as s from './schemas.js';
 
-/** Document content endpoints (knowledge-base spec 4.4); the logic is in lib/kb/content.ts. */
+/** Document content endpoints (knowledge-base spec 4.4); the logic is in lib/knowledge/content/. */
 
 const withType = (types: readonly string[]): JsonSchema => {
   const base = s.pathParams('partner', 'kb', 'doc_id');
@@ -90,8 +80,8 @@ const updateDescription =
   'rewritten: saved as final rewritten content, the document\'s vectors are removed and a fresh embedding is queued. ' +
   '409 while the document is being processed or deleted. Answers with the document (spec 2.5).';
 
-type ContentParams = { partner: string; kb: string; doc_id: string; type: ContentType };
-type EditParams = { partner: string; kb: string; doc_id: string; type: EditableContentType };
+type ContentParams = { partner: string; kb: string; doc_id: string; type: ContentVersion };
+type EditParams = { partner: string; kb: string; doc_id: string; type: EditableContentVersion };
 
 async function streamFile(res: Response, file: { stream: NodeJS.ReadableStream; filename: string; contentType: string }) {
   res.attachment(file.filename);
@@ -108,14 +98,8 @@ async function streamFile(res: Response, file: { stream: NodeJS.ReadableStream; 
 
 export function documentContentRoutes(deps: ApiDeps): RouteDefinition[] {
   const contentDeps: ContentDeps = { db: deps.db, storage: deps.storage, index: deps.index, temporal: deps.temporal, taskQueue: deps.config.temporalTaskQueue };
-  const errors = {
-    400: { description: 'Invalid input', schema: s.detailError },
-    401: { description: 'Missing or invalid key' },
-    403: { description: 'No access' },
-    404: { description: 'Not found', schema: s.detailError },
-  };
   const updateErrors = {
-    ...errors,
+    ...s.standardErrors,
     403: { description: 'No access, or `QUOTA_EXCEEDED:knowledge_chars` (digitized content over the request-level character_limit)', schema: s.detailError },
     409: { description: 'The document is being processed or deleted', schema: s.detailError },
   };
@@ -130,7 +114,7 @@ export function documentContentRoutes(deps: ApiDeps): RouteDefinition[] {
       method: 'get', path: '/api/documents/{partner}/{kb}/rewritten-bundle', access: 'partner', summary: 'Download all final rewritten content as a ZIP',
       description: 'A streamed ZIP archive: `documents_info.json` (array of `{id, name, folder, file, final_rewrite_char_count, updated_at}`) and one `<doc_id>.md` per document with final rewritten content.',
       params: s.pathParams('partner', 'kb'),
-      responses: { 200: { description: 'ZIP archive', contentType: 'application/zip', schema: { type: 'string', format: 'binary' } }, ...errors },
+      responses: { 200: { description: 'ZIP archive', contentType: 'application/zip', schema: { type: 'string', format: 'binary' } }, ...s.standardErrors },
       handler: async ({ params, res }) => {
         const bundle = await rewrittenBundle(contentDeps, params.partner, params.kb);
         await streamFile(res, { stream: bundle.stream, filename: bundle.filename, contentType: 'application/zip' });
@@ -140,14 +124,14 @@ export function documentContentRoutes(deps: ApiDeps): RouteDefinition[] {
     defineRoute<ContentParams, { format: ContentFormat }>({
       method: 'get', path: '/api/documents/{partner}/{kb}/{doc_id}/content/{type}', access: 'partner', summary: 'Read a content version',
       description: '`{content, format}`. 404 when the version does not exist; 400 for format=markdown on rewritten/draft content that does not exist yet, and for a binary original (use download).',
-      params: withType(contentTypes), query: contentQuery,
-      responses: { 200: { description: '`{content, format}`', schema: contentResponse }, ...errors },
+      params: withType(contentVersions), query: contentQuery,
+      responses: { 200: { description: '`{content, format}`', schema: contentResponse }, ...s.standardErrors },
       handler: async ({ params, query }) => ({ body: await readContent(contentDeps, params.partner, params.kb, params.doc_id, params.type, query.format) }),
     }),
     defineRoute<EditParams, unknown, { content: string; character_limit?: number }>({
       method: 'put', path: '/api/documents/{partner}/{kb}/{doc_id}/content/{type}', access: 'partner', summary: 'Replace a content version with text',
       description: updateDescription,
-      params: withType(editableContentTypes), body: { type: 'form', schema: contentForm },
+      params: withType(editableContentVersions), body: { type: 'form', schema: contentForm },
       responses: { 200: { description: 'The document (spec 2.5), or `{status: budget_blocked, ...}`', schema: { oneOf: [s.documentObject, budgetBlockedResponse] } }, ...updateErrors },
       handler: async ({ params, body, requestId, principal }) => {
         const result = await updateContent(contentDeps, params.partner, params.kb, params.doc_id, params.type, { text: body.content, characterLimit: body.character_limit ?? null, requestId });
@@ -157,7 +141,7 @@ export function documentContentRoutes(deps: ApiDeps): RouteDefinition[] {
     defineRoute<EditParams, unknown, { character_limit?: number }>({
       method: 'post', path: '/api/documents/{partner}/{kb}/{doc_id}/content/{type}', access: 'partner', summary: 'Replace a content version with an uploaded file',
       description: `Multipart field \`file\`. Digitized and rewritten files must be UTF-8 text; an original must be a text file (.txt, .md, .markdown). ${updateDescription}`,
-      params: withType(editableContentTypes), body: { type: 'form', schema: uploadForm, files: [{ name: 'file', maxCount: 1 }] },
+      params: withType(editableContentVersions), body: { type: 'form', schema: uploadForm, files: [{ name: 'file', maxCount: 1 }] },
       responses: { 200: { description: 'The document (spec 2.5), or `{status: budget_blocked, filename, ...}`', schema: { oneOf: [s.documentObject, budgetBlockedResponse] } }, 413: { description: 'File too large' }, ...updateErrors },
       handler: async ({ params, body, files, requestId, principal }) => {
         const file = files.find((f) => f.field === 'file');
@@ -169,8 +153,8 @@ export function documentContentRoutes(deps: ApiDeps): RouteDefinition[] {
     defineRoute<ContentParams>({
       method: 'get', path: '/api/documents/{partner}/{kb}/{doc_id}/download/{type}', access: 'partner', summary: 'Download a content version as a file',
       description: 'Original: the uploaded file with its media type and name. Other versions: `text/markdown`, named `<document name>.<type>.md`.',
-      params: withType(contentTypes),
-      responses: { 200: { description: 'The file (Content-Disposition: attachment)', contentType: 'application/octet-stream', schema: { type: 'string', format: 'binary' } }, ...errors },
+      params: withType(contentVersions),
+      responses: { 200: { description: 'The file (Content-Disposition: attachment)', contentType: 'application/octet-stream', schema: { type: 'string', format: 'binary' } }, ...s.standardErrors },
       handler: async ({ params, res }) => {
         await streamFile(res, await openDownload(contentDeps, params.partner, params.kb, params.doc_id, params.type));
         return undefined;

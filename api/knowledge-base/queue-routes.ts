@@ -1,10 +1,11 @@
 import { defineRoute, type RouteDefinition } from '../http/route.js';
 import type { ApiDeps } from '../deps.js';
 import type { JsonSchema } from '../http/validation.js';
-import { forbidden } from '../../lib/errors.js';
-import { bulkRewrite, clearOrphanMarkers, queueDebug, queueJobs, queueProcess, queueStatus, retryFailedRewrites } from '../../lib/kb/queue.js';
-import { readPrompt, replacePrompt } from '../../lib/kb/prompts.js';
-import type { RequestedContentType } from '../../lib/kb/rewrite.js';
+import { forbidden } from '../../lib/platform/errors.js';
+import { bulkRewrite, queueProcess } from '../../lib/knowledge/processing-requests.js';
+import { clearOrphanMarkers, queueDebug, queueJobs, queueStatus, retryFailedRewrites } from '../../lib/knowledge/queue-admin.js';
+import { readPrompt, replacePrompt } from '../../lib/rewrite/prompts.js';
+import type { RequestedContentType } from '../../lib/contracts/document-pipeline.js';
 import * as s from './schemas.js';
 
 /** Processing on request, bulk rewrite, prompts and queue administration (knowledge-base spec 4.5). */
@@ -86,7 +87,6 @@ type BulkQuery = { skip_rewritten: boolean; content_type: RequestedContentType; 
 
 export function queueRoutes(deps: ApiDeps): RouteDefinition[] {
   const queueDeps = { db: deps.db, storage: deps.storage, temporal: deps.temporal, taskQueue: deps.config.temporalTaskQueue };
-  const errors = { 400: { description: 'Invalid input', schema: s.detailError }, 401: { description: 'Missing or invalid key' }, 403: { description: 'No access' }, 404: { description: 'Not found' } };
   const bulk = (partner: string, kb: string, query: BulkQuery, folder?: string) =>
     bulkRewrite(queueDeps, { partner, kb, folder, skipRewritten: query.skip_rewritten, contentType: query.content_type, personName: query.person_name });
 
@@ -95,7 +95,7 @@ export function queueRoutes(deps: ApiDeps): RouteDefinition[] {
       method: 'post', path: '/api/queue/process', access: 'authenticated', summary: 'Digitize or rewrite one document',
       description: 'The key needs access to the partner in the query. `digitize` extracts the original again and continues as the document\'s auto_rewrite / use_original_as_rewritten say; `rewrite` rewrites the digitized content and embeds it. Budget blocks are not errors: the document shows `BUDGET_BLOCKED:` and resumes by itself.',
       query: processQuery, body: { type: 'json', schema: processBody },
-      responses: { 202: { description: '`{status: queued, action, document_id, workflow_id, steps, content_type}`' }, 409: { description: 'Already being processed, or nothing to process' }, ...errors },
+      responses: { 202: { description: '`{status: queued, action, document_id, workflow_id, steps, content_type}`' }, 409: { description: 'Already being processed, or nothing to process' }, ...s.standardErrors },
       handler: async ({ query, body, principal }) => {
         if (!principal!.isAdmin && principal!.partnerName !== query.partner) throw forbidden('this key has no access to that partner');
         const result = await queueProcess(queueDeps, {
@@ -108,18 +108,18 @@ export function queueRoutes(deps: ApiDeps): RouteDefinition[] {
     defineRoute<{ partner: string; kb: string; folder: string }, BulkQuery>({
       method: 'post', path: '/api/bulk/rewrite/folder/{partner}/{kb}/{folder}', access: 'partner', summary: 'Rewrite every digitized document of a folder',
       params: s.pathParams('partner', 'kb', 'folder'), query: bulkQuery,
-      responses: { 202: { description: 'Queued and skipped documents', schema: bulkResult }, 409: { description: 'KB being deleted' }, ...errors },
+      responses: { 202: { description: 'Queued and skipped documents', schema: bulkResult }, 409: { description: 'KB being deleted' }, ...s.standardErrors },
       handler: async ({ params, query }) => ({ status: 202, body: await bulk(params.partner, params.kb, query, params.folder) }),
     }),
     defineRoute<{ partner: string; kb: string }, BulkQuery>({
       method: 'post', path: '/api/bulk/rewrite/kb/{partner}/{kb}', access: 'partner', summary: 'Rewrite every digitized document of a knowledge base',
       params: s.pathParams('partner', 'kb'), query: bulkQuery,
-      responses: { 202: { description: 'Queued and skipped documents', schema: bulkResult }, 409: { description: 'KB being deleted' }, ...errors },
+      responses: { 202: { description: 'Queued and skipped documents', schema: bulkResult }, 409: { description: 'KB being deleted' }, ...s.standardErrors },
       handler: async ({ params, query }) => ({ status: 202, body: await bulk(params.partner, params.kb, query) }),
     }),
     defineRoute<{ content_type: RequestedContentType }>({
       method: 'get', path: '/api/prompts/{content_type}', access: 'admin', summary: 'The rewrite prompt of a content type (`auto` resolves to `article`)',
-      params: promptParams, responses: { 200: { description: 'Prompt', schema: promptObject }, ...errors },
+      params: promptParams, responses: { 200: { description: 'Prompt', schema: promptObject }, ...s.standardErrors },
       handler: async ({ params }) => ({ body: await readPrompt(deps.db, params.content_type) }),
     }),
     defineRoute<{ content_type: RequestedContentType }, unknown, { prompt: string }>({
@@ -127,34 +127,34 @@ export function queueRoutes(deps: ApiDeps): RouteDefinition[] {
       description: 'Rewrites that start afterwards use the new prompt. `{person_name}` is replaced per document.',
       params: promptParams,
       body: { type: 'json', schema: { type: 'object', required: ['prompt'], additionalProperties: false, properties: { prompt: { type: 'string', minLength: 1, maxLength: 20000 } } } },
-      responses: { 200: { description: 'Prompt', schema: promptObject }, ...errors },
+      responses: { 200: { description: 'Prompt', schema: promptObject }, ...s.standardErrors },
       handler: async ({ params, body }) => ({ body: await replacePrompt(deps.db, params.content_type, body.prompt) }),
     }),
     defineRoute({
       method: 'get', path: '/api/queue', access: 'admin', summary: 'Combined queue status',
       description: '`queues`: documents per queue (their `in_queues` markers); `jobs`: running document pipelines by status; `budget_blocked_documents`.',
-      responses: { 200: { description: '`{queues, jobs: {total, by_status}, budget_blocked_documents}`' }, ...errors },
+      responses: { 200: { description: '`{queues, jobs: {total, by_status}, budget_blocked_documents}`' }, ...s.standardErrors },
       handler: async () => ({ body: await queueStatus(queueDeps) }),
     }),
     defineRoute<unknown, { limit: number }>({
       method: 'get', path: '/api/queue/jobs', access: 'admin', summary: 'Running document pipeline jobs',
       query: { type: 'object', additionalProperties: false, properties: { limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } } },
-      responses: { 200: { description: '`{jobs: [{workflow_id, document_id, document_name, partner, knowledge_base_id, status, budget_blocked, started_at, in_queues, processing_error}], limit}`' }, ...errors },
+      responses: { 200: { description: '`{jobs: [{workflow_id, document_id, document_name, partner, knowledge_base_id, status, budget_blocked, started_at, in_queues, processing_error}], limit}`' }, ...s.standardErrors },
       handler: async ({ query }) => ({ body: await queueJobs(queueDeps, query.limit) }),
     }),
     defineRoute({
       method: 'get', path: '/api/queue/debug', access: 'admin', summary: 'Queue markers correlated with running jobs',
-      responses: { 200: { description: '`{marker_count, job_count, orphan_markers, unmarked_jobs}`' }, ...errors },
+      responses: { 200: { description: '`{marker_count, job_count, orphan_markers, unmarked_jobs}`' }, ...s.standardErrors },
       handler: async () => ({ body: await queueDebug(queueDeps) }),
     }),
     defineRoute({
       method: 'post', path: '/api/queue/retry-failed', access: 'admin', summary: 'Retry every failed rewrite',
-      responses: { 200: { description: '`{status: queued, retried, document_ids}`' }, ...errors },
+      responses: { 200: { description: '`{status: queued, retried, document_ids}`' }, ...s.standardErrors },
       handler: async () => ({ body: await retryFailedRewrites(queueDeps) }),
     }),
     defineRoute({
       method: 'delete', path: '/api/queue/clear-orphans', access: 'admin', summary: 'Clear queue markers of documents without a running job',
-      responses: { 200: { description: '`{status: cleared, cleared, document_ids}`' }, ...errors },
+      responses: { 200: { description: '`{status: cleared, cleared, document_ids}`' }, ...s.standardErrors },
       handler: async () => ({ body: await clearOrphanMarkers(queueDeps) }),
     }),
   ];

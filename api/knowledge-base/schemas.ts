@@ -1,4 +1,5 @@
 import type { JsonSchema } from '../http/validation.js';
+import { ocrLanguages, ocrLanguagesSetting } from '../../lib/digitization/ocr.js';
 
 /** JSON Schemas of the knowledge-base interface: request validation and the OpenAPI document. */
 export const nameString = (what: string): JsonSchema => ({ type: 'string', minLength: 1, maxLength: 200, description: what });
@@ -60,6 +61,13 @@ export const partnerWithKey: JsonSchema = {
   properties: { ...(partnerObject.properties as object), api_key: { type: 'string', description: 'Shown once; only a hash is stored' } },
 };
 
+/** OCR languages of scanned pages and images (README, "Digitization"): up to five, comma-separated. */
+const ocrLanguagesField: JsonSchema = {
+  type: 'string',
+  pattern: ocrLanguagesSetting.pattern,
+  description: `OCR languages, ISO 639-3, comma-separated (e.g. \`deu\` or \`deu,fra\`), of: ${Object.keys(ocrLanguages).join(', ')}. Default: the knowledge base's, else detected per document.`,
+};
+
 export const createKnowledgeBaseForm: JsonSchema = {
   type: 'object',
   required: ['name'],
@@ -71,6 +79,7 @@ export const createKnowledgeBaseForm: JsonSchema = {
     dollar_limit_usd: dollarAmount,
     expert_name: { type: 'string', maxLength: 500 },
     user_email: { type: 'string', maxLength: 320 },
+    ocr_languages: ocrLanguagesField,
   },
 };
 
@@ -81,8 +90,43 @@ export const createFolderForm: JsonSchema = {
   properties: {
     name: nameString('Folder name, unique within the knowledge base'),
     type: { type: 'string', enum: ['regular', 'video_channel'], default: 'regular' },
+    channel_url: {
+      type: 'string',
+      maxLength: 2048,
+      description: 'Required for video_channel (and refused otherwise): an @handle, or a youtube.com /@handle, /channel/UC…, /user/… or /c/… URL. Never changes afterwards.',
+    },
+    model_tier: { type: 'string', enum: ['standard', 'economy'], default: 'standard', description: 'video_channel: the model tier of future video imports' },
+  },
+};
+
+export const channelSourceObject: JsonSchema = {
+  type: 'object',
+  description: 'A video-channel folder as folder_details shows it (spec 2.4)',
+  properties: {
+    id: { type: 'string', format: 'uuid', description: 'Durable source ID; its workflow is channel-source-<id>' },
+    name: { type: 'string' },
+    type: { enum: ['video_channel'] },
     channel_url: { type: 'string' },
-    model_tier: { type: 'string', enum: ['standard', 'economy'], default: 'standard' },
+    channel_id: { type: ['string', 'null'] },
+    enabled: { type: 'boolean' },
+    model_tier: { enum: ['standard', 'economy'] },
+    status: { enum: ['pending', 'syncing', 'synced', 'incomplete', 'budget_blocked', 'paused', 'error', 'duplicate'] },
+    last_error: { type: ['string', 'null'] },
+    last_sync_at: { type: ['string', 'null'], format: 'date-time' },
+    next_sync_at: { type: ['string', 'null'], format: 'date-time' },
+    counts: { type: 'object', properties: Object.fromEntries(['pending', 'deferred', 'imported', 'duplicate', 'suppressed'].map((k) => [k, { type: 'integer' }])) },
+    duplicate_source: { type: ['object', 'null'], properties: { id: { type: 'string' }, folder: { type: 'string' }, channel_url: { type: 'string' }, channel_id: { type: ['string', 'null'] } } },
+    duplicate_document_ids: { type: 'array', maxItems: 100, items: { type: 'string' } },
+  },
+};
+
+export const patchChannelBody: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  description: 'Both optional. The channel URL and the resolved channel identity cannot be changed (channel_url and channel_id are refused).',
+  properties: {
+    enabled: { type: 'boolean', description: 'false pauses future scans; true resumes them' },
+    model_tier: { type: 'string', enum: ['standard', 'economy'], description: 'For videos imported from now on' },
   },
 };
 
@@ -101,6 +145,7 @@ export const createDocumentForm: JsonSchema = {
     model_tier: { type: 'string', enum: ['standard', 'economy'], default: 'standard' },
     use_original_as_rewritten: formBoolean,
     character_limit: { ...positiveInteger, description: 'Request-level cap on digitized characters' },
+    ocr_languages: ocrLanguagesField,
   },
 };
 
@@ -122,12 +167,78 @@ export const ragSearchBody: JsonSchema = {
     rrf_weight_bm25: { type: 'number', minimum: 0 },
     query_weight_original: { type: 'number', minimum: 0 },
     query_weight_replaced: { type: 'number', minimum: 0 },
+    fusion: { type: 'string', enum: ['score', 'rrf'], description: 'How the streams are fused: `score` (default: each stream\'s scores min-max normalised over its candidates, weighted, summed) or `rrf` (weighted reciprocal ranks with rrf_k). The rrf_weight_* fields weight the streams in both.' },
+    rerank: { type: 'boolean', description: 'Re-rank the first RERANK_CANDIDATES fused results with the configured cross-encoder (default: true when RERANK_BASE_URL is set); true without a configured re-ranker is a 400' },
     collection_override: { type: 'string' },
     rag_index_override: { type: 'string' },
   },
 };
 
+const streamRanks = { type: 'object', description: 'Per stream that found the chunk (dense, sparse, bm25)', additionalProperties: { type: 'number' } };
+
+/** The chunk fields every stream item and every combined result carries. */
+const ragHit = {
+  rank: { type: 'integer', description: 'Position from 1' },
+  document_id: { type: 'string', format: 'uuid' },
+  document_name: { type: 'string' },
+  chunk_index: { type: 'integer' },
+  score: { type: 'number', description: 'Streams: cosine similarity (dense, sparse) or BM25 score. combined_results: the fused score' },
+  text: { type: 'string' },
+  chunk_id: { type: 'string', description: 'Administrator only' },
+};
+
+/** Response of POST /api/rag-test/search (README, "Embedding and retrieval"). */
+export const ragSearchResponse: JsonSchema = {
+  type: 'object',
+  description:
+    'Retrieval diagnostics. Each combined result says why it ranks where it does: its rank (`retrievers`) and score (`stream_scores`) in every stream that found it, ' +
+    'and what each stream added to its fused score (`contributions`, which add up to `score` together with the `replaced_*` ones). With a re-ranker, ' +
+    'combined_results are ordered by `rerank_score` and `fused_rank` keeps the position the fusion gave.',
+  properties: {
+    config: {
+      type: 'object',
+      description: 'Effective settings: top_k, search_multiplier, candidates_per_stream, fusion (score or rrf), fusion_formula, rrf_k, rrf_weight_dense/sparse/bm25 (the stream weights of either fusion), query_weight_original/replaced, character_replacement_name, retrievers, sparse_representation, bm25_query_languages, rerank ({model, candidates, priced} or null); administrator only: collection, collection_overridden, default_collection, knowledge_base_id, embedding_profile',
+    },
+    query: { type: 'string' },
+    query_variants: { type: 'array', items: { type: 'object', properties: { name: { type: 'string', enum: ['original', 'replaced'] }, text: { type: 'string' }, weight: { type: 'number' } } } },
+    streams: { type: 'object', description: '{dense, sparse, bm25}: each stream\'s candidates for the original query', additionalProperties: { type: 'array', items: { type: 'object', properties: ragHit } } },
+    replaced_streams: { type: 'object', description: 'The same for the replaced query variant, when there is one' },
+    combined_results: {
+      type: 'array',
+      description: 'The final top_k',
+      items: {
+        type: 'object',
+        properties: {
+          ...ragHit,
+          retrievers: { ...streamRanks, description: 'Rank of the chunk in each stream that found it' },
+          stream_scores: { ...streamRanks, description: 'Its score in each of those streams' },
+          contributions: { ...streamRanks, description: 'What each of those streams added to the fused score: w_variant · w_stream · normalised score (score fusion) or w_variant · w_stream / (rrf_k + rank) (rrf)' },
+          replaced_retrievers: streamRanks,
+          replaced_stream_scores: streamRanks,
+          replaced_contributions: streamRanks,
+          fused_rank: { type: 'integer', description: 'Position in the fused ranking (before re-ranking)' },
+          rerank_score: { type: 'number', description: 'The re-ranker\'s relevance score, for results it scored' },
+        },
+      },
+    },
+    rerank: { type: 'object', description: 'When re-ranking ran: {model, candidates, tokens}', properties: { model: { type: 'string' }, candidates: { type: 'integer' }, tokens: { type: ['integer', 'null'] } } },
+    rerank_skipped: { type: 'string', description: 'A configured re-ranker was not used: BUDGET_BLOCKED:<reason>: <detail> (the KB cannot hold the call) or RERANK_FAILED: <message>; the fused order is kept' },
+    supported_bm25_languages: { type: 'array', items: { type: 'object', properties: { code: { type: 'string' }, name: { type: 'string' }, analysis: { type: 'string' } } } },
+    timings_ms: { type: 'object', description: 'embed_query, search, fuse, rerank (when it ran), total' },
+    total_results: { type: 'integer' },
+    dense_skipped: { type: 'string', description: 'BUDGET_BLOCKED:<reason>: <detail> when the paid query embedding did not fit the KB budget' },
+  },
+};
+
 export const detailError: JsonSchema = { type: 'object', required: ['detail'], properties: { detail: { type: 'string' } } };
+
+/** The error answers every knowledge-base route can give, in the interface's `{detail}` shape. */
+export const standardErrors = {
+  400: { description: 'Invalid input', schema: detailError },
+  401: { description: 'Missing or invalid key', schema: detailError },
+  403: { description: 'No access', schema: detailError },
+  404: { description: 'Not found', schema: detailError },
+};
 
 export const documentObject: JsonSchema = {
   type: 'object',
@@ -209,6 +320,16 @@ export const emptyDocumentForm: JsonSchema = {
 export const renameForm: JsonSchema = { type: 'object', required: ['name'], additionalProperties: false, properties: { name: { type: 'string', minLength: 1, maxLength: 500 } } };
 export const typeForm: JsonSchema = { type: 'object', required: ['type'], additionalProperties: false, properties: { type: { type: 'string', enum: ['file', 'url'] } } };
 export const urlForm: JsonSchema = { type: 'object', required: ['url'], additionalProperties: false, properties: { url: { type: 'string', minLength: 1, maxLength: 8192 } } };
+/** Optional cursor pagination of the document listings (README, "Document listings"); without it the whole list. */
+export const listingQuery: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    limit: { type: 'integer', minimum: 1, maximum: 1000, description: 'At most this many documents, in creation order; the answer then carries `next_cursor` (null on the last page). Absent: every document' },
+    cursor: { type: 'string', minLength: 1, maxLength: 200, description: 'The `next_cursor` of the previous page' },
+  },
+};
+
 export const forceQuery: JsonSchema = {
   type: 'object',
   additionalProperties: false,
@@ -237,6 +358,7 @@ export const batchUploadForm: JsonSchema = {
     model_tier: { type: 'string', enum: ['standard', 'economy'], default: 'standard' },
     use_original_as_rewritten: formBoolean,
     character_limit: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
+    ocr_languages: ocrLanguagesField,
   },
 };
 

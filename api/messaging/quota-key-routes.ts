@@ -1,12 +1,12 @@
 import { defineRoute, type RouteDefinition } from '../http/route.js';
 import type { ApiDeps } from '../deps.js';
-import { createQuotaKey, listQuotaKeys, revokeQuotaKey } from '../../lib/messaging/quota-keys.js';
+import { createQuotaKey, listQuotaKeys, revokeQuotaKey, type CreateQuotaKeyRequest } from '../../lib/messaging/quota-keys.js';
 import { createQuotaKeyBody, quotaKeyIdParams } from './schemas.js';
 
 /** Administration of messaging quota keys (administrator key; `{detail: "..."}` errors like /api). */
 export function quotaKeyRoutes(deps: ApiDeps): RouteDefinition[] {
   return [
-    defineRoute({
+    defineRoute<unknown, unknown, CreateQuotaKeyRequest>({
       method: 'post', path: '/api/quota-keys', access: 'admin', summary: 'Create a messaging quota key',
       description: 'Answers 201 with the key object and `api_key`, the key itself, shown only here.',
       body: { type: 'json', schema: createQuotaKeyBody },
@@ -18,7 +18,7 @@ export function quotaKeyRoutes(deps: ApiDeps): RouteDefinition[] {
       responses: { 200: { description: 'Every key, oldest first, with usage' } },
       handler: async () => ({ body: await listQuotaKeys(deps.db) }),
     }),
-    defineRoute({
+    defineRoute<{ id: string }>({
       method: 'delete', path: '/api/quota-keys/{id}', access: 'admin', summary: 'Revoke a messaging quota key',
       description: 'Immediate and final; the key then answers 401. The record stays (status `revoked`) for its usage history.',
       params: quotaKeyIdParams,

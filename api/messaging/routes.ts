@@ -1,10 +1,11 @@
 import { defineRoute, type HandlerInput, type Reply, type RouteDefinition } from '../http/route.js';
 import type { ApiDeps } from '../deps.js';
-import { checkDependencies } from '../../lib/health.js';
+import { deepHealth } from '../../lib/services.js';
+import { presentsAdministratorKey } from '../http/api-key.js';
 import type { QuotaKeyPrincipal } from '../../lib/messaging/quota-keys.js';
-import { chatCompletions, responses, type GenerationOutcome } from '../../lib/messaging/generation.js';
-import { UpstreamError } from '../../lib/messaging/upstream.js';
-import { readLegacyCompletion, requestLegacyCompletion } from '../../lib/messaging/legacy.js';
+import { chatCompletions, responses, type GenerationContext, type GenerationOutcome } from '../../lib/messaging/generation.js';
+import { UpstreamError, type ChatCompletionBody, type ResponsesBody } from '../../lib/messaging/upstream.js';
+import { readLegacyCompletion, requestLegacyCompletion, type LegacyInput } from '../../lib/messaging/legacy.js';
 import { chatCompletionBody, legacyCompletionBody, legacyIdParams, messagingErrors, responsesBody } from './schemas.js';
 
 const startedAt = Date.now();
@@ -13,7 +14,7 @@ const quotaKeyAuth =
   'Authentication: a quota key (`Authorization: Bearer <key>`, or `X-API-Key: <key>`), checked by the quota gate (api/messaging/quota-gate.ts) before the body is read.';
 
 /** Model-provider failures keep the OpenAI error shape (`error`) next to the service's `detail`. */
-async function generate(input: HandlerInput, deps: ApiDeps, run: typeof chatCompletions): Promise<Reply> {
+async function generate<B extends ChatCompletionBody | ResponsesBody>(input: HandlerInput<unknown, unknown, B>, deps: ApiDeps, run: (ctx: GenerationContext, body: B) => Promise<GenerationOutcome>): Promise<Reply> {
   const key = input.res.locals.quotaKey as QuotaKeyPrincipal;
   let outcome: GenerationOutcome;
   try {
@@ -38,36 +39,32 @@ export function messagingRoutes(deps: ApiDeps): RouteDefinition[] {
     }),
     defineRoute({
       method: 'get', path: '/health/deep', access: 'none', summary: 'Postgres, Temporal and Weaviate reachable',
-      description: '200 `{status: "ok", checks: {postgres, temporal, weaviate}}` when every check passes; 503 with the same body and `status: "degraded"` otherwise. Each check: `{ok, latency_ms, error?}`.',
+      description: '200 `{status: "ok", checks: {postgres, temporal, weaviate}}` when every check passes; 503 with the same body and `status: "degraded"` otherwise. Each check is `{ok}`; with the administrator key (X-API-Key or Bearer) `{ok, latency_ms, error?}`.',
       responses: { 200: { description: 'All dependencies reachable' }, 503: { description: 'At least one dependency unreachable' } },
-      handler: async () => {
-        const checks = await checkDependencies(deps);
-        const ok = Object.values(checks).every((c) => c.ok);
-        return { status: ok ? 200 : 503, body: { status: ok ? 'ok' : 'degraded', checks } };
-      },
+      handler: async ({ req }) => deepHealth(deps, presentsAdministratorKey(req, deps.config.adminApiKey)),
     }),
-    defineRoute({
+    defineRoute<unknown, unknown, ChatCompletionBody>({
       method: 'post', path: '/v3/chat/completions', access: 'quota', summary: 'OpenAI-compatible chat completion (quota key)',
       description: `${quotaKeyAuth} Needs quota type \`chat\` or \`any\`. \`stream: true\` answers server-sent events (\`data: <chunk>\`, then \`data: [DONE]\`). The character of \`metadata.service\` becomes a system message (with knowledge context when it names a knowledge base); chat completions never carry visibility items.`,
       body: { type: 'json', schema: chatCompletionBody },
       responses: { 200: { description: 'A chat.completion object, or an SSE stream of chat.completion.chunk' }, ...messagingErrors },
       handler: (input) => generate(input, deps, chatCompletions),
     }),
-    defineRoute({
+    defineRoute<unknown, unknown, ResponsesBody>({
       method: 'post', path: '/v3/responses', access: 'quota', summary: 'OpenAI-compatible responses (quota key), with knowledge visibility items',
       description: `${quotaKeyAuth} Needs quota type \`responses\` or \`any\`. For a knowledge-enabled character the output starts with the visibility items of spec 2.4 (\`rs_service_\`, \`fs_service_\`); streamed, the events follow spec section 4.`,
       body: { type: 'json', schema: responsesBody },
       responses: { 200: { description: 'A response object, or an SSE stream of response events' }, ...messagingErrors },
       handler: (input) => generate(input, deps, responses),
     }),
-    defineRoute({
+    defineRoute<unknown, unknown, { input: LegacyInput }>({
       method: 'post', path: '/v2/completions', access: 'quota', deprecated: true, summary: 'Legacy completion (deprecated: use /v3)',
       description: `Deprecated: do not use for new projects; /v3 is the OpenAI-compatible interface. ${quotaKeyAuth} Needs quota type \`legacy\` or \`any\`. Answers \`{id: "/v2/completions/<id>", state: "in-progress"}\`; the completion runs as the workflow \`legacy-completion-<id>\`.`,
       body: { type: 'json', schema: legacyCompletionBody },
-      responses: { 200: { description: '`{id, state}`' }, ...messagingErrors },
+      responses: { 200: { description: '`{id, state}`' }, ...messagingErrors, 501: { description: '`audio_files` are not supported: send the transcribed text as a user message' } },
       handler: async ({ body, res }) => ({ body: await requestLegacyCompletion(deps, res.locals.quotaKey, body.input) }),
     }),
-    defineRoute({
+    defineRoute<{ id: string }>({
       method: 'get', path: '/v2/completions/{id}', access: 'quota', deprecated: true, summary: 'Poll a legacy completion (deprecated)',
       description: `Deprecated. ${quotaKeyAuth} \`{id, state, output, created_at, expires_at}\` (\`error\` too when failed). Finished results are kept for LEGACY_COMPLETION_RETENTION_SECONDS (20 minutes); afterwards, and for ids of other keys, 404.`,
       params: legacyIdParams,

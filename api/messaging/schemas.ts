@@ -9,7 +9,7 @@ import { serviceMetadataSchema } from '../../lib/messaging/service-metadata.js';
  */
 const tokenLimit: JsonSchema = { type: 'integer', minimum: 1, maximum: 10_000_000 };
 
-export const reasoningSchema: JsonSchema = {
+const reasoningSchema: JsonSchema = {
   type: 'object',
   description: 'Passed to the model request only: `{effort: none|minimal|low|medium|high}` or `{max_tokens: n}` (thinking budget, separate from the answer limit)',
   properties: {
@@ -111,7 +111,7 @@ export const createQuotaKeyBody: JsonSchema = {
   additionalProperties: false,
   properties: {
     name: { type: 'string', minLength: 1, maxLength: 200, description: 'A label for operators' },
-    quota_type: { type: 'string', enum: [...quotaTypes], description: 'chat: /v3/chat/completions; responses: /v3/responses; legacy: /v2/completions; any: all three' },
+    quota_type: { type: 'string', enum: [...quotaTypes], description: 'chat: /v3/chat/completions; responses: /v3/responses; legacy: /v2/completions; speech: /v2/audio/speech; any: all four' },
     token_amount: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'Lifetime allowance of model tokens (input + output)' },
     partner: { type: ['string', 'null'], pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$', description: "Whose knowledge bases characters may use; omitted: none" },
   },

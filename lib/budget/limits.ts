@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
-import type { Db } from '../db.js';
-import { Prisma } from '../db.js';
-import { lockedKnowledgeBase } from './ledger.js';
+import type { Db } from '../platform/db.js';
+import { Prisma } from '../platform/db.js';
+import { lockKnowledgeBase } from './ledger.js';
 import { wakeBudgetBlockedWork } from './wake.js';
 
 export interface LimitsPatch {
@@ -17,7 +17,7 @@ export interface LimitsPatch {
  */
 export async function updateLimits(db: Db, temporal: Client, knowledgeBaseId: string, patch: LimitsPatch): Promise<void> {
   await db.$transaction(async (tx) => {
-    await lockedKnowledgeBase(tx, knowledgeBaseId);
+    await lockKnowledgeBase(tx, knowledgeBaseId);
     await tx.knowledgeBase.update({
       where: { id: knowledgeBaseId },
       data: {

@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
-import type { Db } from '../db.js';
-import { conflict } from '../errors.js';
+import type { Db } from '../platform/db.js';
+import { conflict } from '../platform/errors.js';
 import { releaseDocumentCharacters, resolveUncertain } from './ledger.js';
 import { wakeBudgetBlockedWork } from './wake.js';
 

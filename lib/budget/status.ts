@@ -1,9 +1,19 @@
-import type { Db } from '../db.js';
-import { Prisma } from '../db.js';
-import type { UsageTotals } from '../kb/presenters.js';
+import type { Db } from '../platform/db.js';
+import { Prisma } from '../platform/db.js';
 
 /** The KB budget status object of spec 2.3, read from the ledger. */
 const num = (v: { toString(): string } | null) => (v === null ? null : Number(v.toString()));
+
+/** Usage aggregates, computed from settled usage events. */
+export interface UsageTotals {
+  event_count: number;
+  priced_event_count: number;
+  unpriced_event_count: number;
+  cost_usd_total: number;
+  rewrite_event_count: number;
+  digitization_event_count: number;
+}
+
 
 export async function budgetStatus(db: Db, knowledgeBaseId: string) {
   const [kb, held, uncertain, unknownTokenEvents] = await Promise.all([
@@ -65,7 +75,7 @@ export async function usageTotals(db: Db, where: { knowledgeBaseId?: string; doc
 }
 
 /** rewrite_usage and digitization_usage compatibility fields (2.2), from settled events. */
-export async function compatibilityUsage(db: Db, knowledgeBaseId: string) {
+async function compatibilityUsage(db: Db, knowledgeBaseId: string) {
   const [rewrite, digitization] = await Promise.all([
     db.usageEvent.findMany({ where: { knowledgeBaseId, category: 'rewrite' }, select: { rejected: true, fallback: true, inputTokens: true, outputTokens: true, costUsd: true } }),
     db.usageEvent.aggregate({ where: { knowledgeBaseId, category: 'digitization' }, _count: { _all: true, costUsd: true }, _sum: { costUsd: true } }),

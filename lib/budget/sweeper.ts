@@ -1,7 +1,8 @@
-import type { Client } from '@temporalio/client';
-import type { Db } from '../db.js';
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { budgetSweeperWorkflowId, budgetSweeperWorkflowType, type BudgetSweeperInput } from '../contracts/budget-sweeper.js';
+import type { Db } from '../platform/db.js';
 import { release } from './ledger.js';
-import { isWorkflowRunning } from '../temporal.js';
+import { isWorkflowRunning } from '../platform/temporal.js';
 
 /**
  * Releases pending reservations whose workflow is no longer running, as Temporal reports it (never
@@ -24,3 +25,12 @@ export async function sweepReservations(db: Db, temporal: Client, olderThanSecon
   return { examined: stale.length, released };
 }
 
+
+/** Starts the reservation sweeper unless it already runs (every worker calls this at start). */
+export async function ensureBudgetSweeper(client: Client, taskQueue: string, input: BudgetSweeperInput) {
+  try {
+    await client.workflow.start(budgetSweeperWorkflowType, { taskQueue, workflowId: budgetSweeperWorkflowId, args: [input] });
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+  }
+}

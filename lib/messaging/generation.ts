@@ -1,14 +1,31 @@
 import crypto from 'node:crypto';
 import type { Response } from 'express';
-import type { Services } from '../runtime.js';
-import type { Logger } from '../logger.js';
-import { defaultChunking } from '../kb/chunking.js';
+import type { Services } from '../services.js';
+import type { Logger } from '../platform/logger.js';
+import { defaultChunking } from '../retrieval/chunking.js';
 import type { QuotaKeyPrincipal } from './quota-keys.js';
-import { estimateTokens, holdLifetimeMs, releaseQuota, reserveQuota, settleQuota } from './quota.js';
+import { estimateTokens, holdLifetimeMs, quickTokenBound, refineHold, releaseQuota, reserveQuota, settleQuota, type QuotaHold } from './quota.js';
+import { AppError } from '../platform/errors.js';
 import { resolveCharacter, takeServiceMetadata, type Character } from './service-metadata.js';
-import { composeInstructions, retrieveKnowledge, visibilityItems, type KnowledgeResult } from './knowledge.js';
-import { isClientAbort, toUpstreamError, upstreamClient, withFallback, type UpstreamError } from './upstream.js';
+import { composeInstructions, retrieveKnowledge, visibilityItems, type KnowledgeContext } from './knowledge.js';
+import {
+  isClientAbort,
+  mayBeFailure,
+  providerCalls,
+  streamFailure,
+  toUpstreamError,
+  upstreamClient,
+  withFallback,
+  type ChatCompletionBody,
+  type ChatCompletionResult,
+  type ProviderUsage,
+  type ResponseEvent,
+  type ResponsesBody,
+  type UpstreamError,
+} from './upstream.js';
+import type { RawStreamEvent } from '../providers/openai-http.js';
 import { clientGone, SseWriter } from './sse.js';
+import { mark, sendTiming } from './timing.js';
 
 /**
  * POST /v3/chat/completions and POST /v3/responses: quota admission, the character
@@ -24,15 +41,14 @@ export interface GenerationContext {
   res: Response;
 }
 
-type Body = Record<string, any>;
-
 export type GenerationOutcome = { json: unknown } | { streamed: true };
 
 /** What the service takes out of a request before the provider sees it. */
-function splitRequest(body: Body) {
-  const { fallback_model: fallback, metadata, ...forwarded } = body;
-  const { service, rest } = takeServiceMetadata(metadata);
-  if (rest) forwarded.metadata = rest;
+function splitRequest<B extends ChatCompletionBody | ResponsesBody>(body: B) {
+  const { fallback_model: fallback, metadata, ...rest } = body;
+  const forwarded = rest as unknown as B;
+  const { service, rest: otherMetadata } = takeServiceMetadata(metadata);
+  if (otherMetadata) forwarded.metadata = otherMetadata;
   return { forwarded, fallback: (fallback as string | undefined) ?? null, service };
 }
 
@@ -50,33 +66,73 @@ function lastUserText(items: unknown): string {
   return '';
 }
 
-/** Room held for injected knowledge before it is known (full chunks plus their headings). */
-const knowledgeAllowance = (c: Character | null) => (c?.knowledge ? estimateTokens('x'.repeat((defaultChunking.maxChars + 200) * c.knowledge.maxResults + 300)) : 0);
-
-async function admit(ctx: GenerationContext, endpoint: 'chat' | 'responses', inputText: string, outputLimit: number | undefined, character: Character | null) {
-  const operationKey = `${endpoint}-${ctx.requestId}-${crypto.randomUUID()}`;
-  const tokens = estimateTokens(inputText) + knowledgeAllowance(character) + (outputLimit ?? ctx.deps.config.messaging.defaultOutputTokenBound);
-  return reserveQuota(ctx.deps.db, {
-    quotaKeyId: ctx.key.id,
-    operationKey,
-    endpoint,
-    tokens,
-    holdMs: holdLifetimeMs(ctx.deps.config.messaging.upstreamTimeoutSeconds),
-  });
+/** Room held for injected knowledge before it is known (full chunks plus their headings), by max_results. */
+const allowances = new Map<number, number>();
+function knowledgeAllowance(c: Character | null): number {
+  if (!c?.knowledge) return 0;
+  const n = c.knowledge.maxResults;
+  let tokens = allowances.get(n);
+  if (tokens === undefined) allowances.set(n, (tokens = estimateTokens('x'.repeat((defaultChunking.maxChars + 200) * n + 300))));
+  return tokens;
 }
 
-/** Settles with the provider's usage; a failure before the model answered releases the hold. */
-async function finish(ctx: GenerationContext, operationKey: string, outcome: { usedTokens: number | null } | { released: true }) {
+interface Admission {
+  hold: QuotaHold;
+  /** For a hold admitted on the quick bound: brings it down to the counted estimate (after the first byte). */
+  refine: (() => void) | null;
+}
+
+/**
+ * Holds the request's bound on its key. A long input is admitted on its byte bound, without
+ * counting its tokens first (quickTokenBound); when that bound does not fit, the tokens are counted
+ * and the request asks again with the estimate, so nothing the estimate would admit is refused.
+ */
+async function admit(ctx: GenerationContext, endpoint: 'chat' | 'responses', inputText: string, outputLimit: number | undefined, character: Character | null): Promise<Admission> {
+  const operationKey = `${endpoint}-${ctx.requestId}-${crypto.randomUUID()}`;
+  const rest = knowledgeAllowance(character) + (outputLimit ?? ctx.deps.config.messaging.defaultOutputTokenBound);
+  const ask = (tokens: number) => reserveQuota(ctx.deps.db, { quotaKeyId: ctx.key.id, operationKey, endpoint, tokens, holdMs: holdLifetimeMs(ctx.deps.config.messaging.upstreamTimeoutSeconds) });
+  const quick = quickTokenBound(inputText);
+  if (quick.exact) return { hold: await ask(quick.tokens + rest), refine: null };
   try {
-    if ('released' in outcome) await releaseQuota(ctx.deps.db, operationKey);
-    else await settleQuota(ctx.deps.db, operationKey, outcome.usedTokens);
+    const hold = await ask(quick.tokens + rest);
+    const refine = () =>
+      setImmediate(() => {
+        refineHold(ctx.deps.db, hold, estimateTokens(inputText) + rest).catch((err) => ctx.log.warn('quota hold not refined', { err, operation_key: hold.operationKey }));
+      });
+    return { hold, refine };
   } catch (err) {
-    // The hold expires on its own; the answer the client got stays right.
-    ctx.log.error('quota settlement failed', { err, operation_key: operationKey });
+    if (!(err instanceof AppError && err.code === 'quota_exceeded')) throw err;
+    return { hold: await ask(estimateTokens(inputText) + rest), refine: null };
   }
 }
 
-const usedTokensOf = (usage: any): number | null => {
+/**
+ * Settles with the provider's usage; a failure before the model answered releases the hold. The
+ * caller does not wait: the answer (or the end of the stream) goes out first, and the settlement,
+ * one round trip, follows. Until it lands the key's capacity stays held, so a settlement late by a
+ * moment can only make a following request wait for room, never admit too much.
+ */
+const inFlight = new Set<Promise<void>>();
+function finish(ctx: GenerationContext, hold: QuotaHold, outcome: { usedTokens: number | null } | { released: true }): void {
+  const settlement = (async () => {
+    try {
+      if ('released' in outcome) await releaseQuota(ctx.deps.db, hold.operationKey);
+      else await settleQuota(ctx.deps.db, hold, outcome.usedTokens);
+    } catch (err) {
+      // The hold expires on its own; the answer the client got stays right.
+      ctx.log.error('quota settlement failed', { err, operation_key: hold.operationKey });
+    }
+  })();
+  inFlight.add(settlement);
+  void settlement.finally(() => inFlight.delete(settlement));
+}
+
+/** Resolves once every settlement started so far has landed (graceful shutdown, tests). */
+export async function settlementsLanded(): Promise<void> {
+  while (inFlight.size) await Promise.all([...inFlight]);
+}
+
+const usedTokensOf = (usage: ProviderUsage | null | undefined): number | null => {
   if (!usage || typeof usage !== 'object') return null;
   if (typeof usage.total_tokens === 'number') return usage.total_tokens;
   const a = usage.prompt_tokens ?? usage.input_tokens;
@@ -89,68 +145,120 @@ const logFallback = (ctx: GenerationContext) => (err: UpstreamError) => ctx.log.
 // ---------------------------------------------------------------------------------------------
 // Chat completions
 
-export async function chatCompletions(ctx: GenerationContext, body: Body): Promise<GenerationOutcome> {
+export async function chatCompletions(ctx: GenerationContext, body: ChatCompletionBody): Promise<GenerationOutcome> {
+  mark(ctx.res, 'handler');
   const { forwarded, fallback, service } = splitRequest(body);
   const character = await resolveCharacter(ctx.deps.db, ctx.key, service);
   const client = upstreamClient(ctx.deps.config);
   const abort = clientGone(ctx.res);
 
+  // Admission first (with room for the knowledge to come): a refused request costs no search.
+  const { hold, refine } = await admit(ctx, 'chat', JSON.stringify(forwarded.messages) + (character?.prompt ?? ''), forwarded.max_completion_tokens ?? forwarded.max_tokens, character);
+  mark(ctx.res, 'admitted');
+  const models = { model: forwarded.model as string, fallback };
+
   // Chat completions keep their normal shape: the character and its knowledge become a system
   // message, with no visibility items.
-  const knowledge = character?.knowledge ? await retrieveKnowledge(ctx.deps, character, lastUserText(forwarded.messages)) : null;
+  let knowledge: KnowledgeContext | null;
+  try {
+    knowledge = character?.knowledge ? await retrieveKnowledge(ctx.deps, character, lastUserText(forwarded.messages)) : null;
+  } catch (err) {
+    finish(ctx, hold, { released: true });
+    throw err;
+  }
   const system = composeInstructions([character?.prompt, knowledge?.context]);
   if (system) forwarded.messages = [{ role: 'system', content: system }, ...forwarded.messages];
 
-  const hold = await admit(ctx, 'chat', JSON.stringify(forwarded.messages), forwarded.max_completion_tokens ?? forwarded.max_tokens, null);
-  const models = { model: forwarded.model as string, fallback };
-
   if (!forwarded.stream) {
     try {
-      const { result } = await withFallback(models, (model) => client.chat.completions.create({ ...forwarded, model, stream: false } as any, { signal: abort.signal }), logFallback(ctx));
-      await finish(ctx, hold.operationKey, { usedTokens: usedTokensOf((result as any).usage) });
+      const { result } = await withFallback(models, (model) => providerCalls.chat(client, { ...forwarded, model, stream: false }, abort.signal), logFallback(ctx));
+      mark(ctx.res, 'provider');
+      sendTiming(ctx.res);
+      finish(ctx, hold, { usedTokens: usedTokensOf(result.usage) });
       return { json: result };
     } catch (err) {
-      await finish(ctx, hold.operationKey, { released: true });
+      finish(ctx, hold, { released: true });
       throw err;
     }
   }
 
   // Usage arrives in a last chunk when asked for; the client sees that chunk only if it asked too.
   const clientWantsUsage = forwarded.stream_options?.include_usage === true;
-  const upstreamBody = { ...forwarded, stream: true, stream_options: { ...(forwarded.stream_options ?? {}), include_usage: true } };
-  let stream: AsyncIterable<any>;
+  const upstreamBody = { ...forwarded, stream: true as const, stream_options: { ...(forwarded.stream_options ?? {}), include_usage: true } };
+  let stream: AsyncIterable<RawStreamEvent[]>;
   try {
-    stream = (await withFallback(models, (model) => client.chat.completions.create({ ...upstreamBody, model } as any, { signal: abort.signal }) as any, logFallback(ctx))).result as AsyncIterable<any>;
+    stream = (await withFallback(models, (model) => providerCalls.chatStream(client, { ...upstreamBody, model }, abort.signal), logFallback(ctx))).result;
+    mark(ctx.res, 'provider');
+    refine?.();
   } catch (err) {
-    await finish(ctx, hold.operationKey, { released: true });
+    finish(ctx, hold, { released: true });
     throw err;
   }
+  sendTiming(ctx.res);
   const sse = new SseWriter(ctx.res, ctx.deps.config.messaging.sseKeepAliveMs);
   sse.start();
-  let usage: unknown = null;
+  const relay = { usage: null as ProviderUsage | null };
   try {
-    for await (const chunk of stream) {
-      if (chunk?.usage) usage = chunk.usage;
-      if (!clientWantsUsage && chunk?.usage && Array.isArray(chunk.choices) && chunk.choices.length === 0) continue;
-      if (!clientWantsUsage && chunk?.usage) delete chunk.usage;
-      await sse.data(chunk);
+    for await (const batch of stream) {
+      await sse.write(relayChatChunks(batch, clientWantsUsage, relay));
       if (sse.closed) break;
     }
     if (!sse.closed) await sse.data('[DONE]');
-  } catch (err) {
+  } catch (caught) {
+    const err = caught instanceof RelayFailure ? caught.cause : caught;
+    if (caught instanceof RelayFailure && caught.relayed) await sse.write(caught.relayed);
     if (!isClientAbort(err)) await sse.data({ error: toUpstreamError(err, models.model).openaiError });
   } finally {
     sse.end();
     // An abandoned stream may have been generated up to its limit: without usage, the hold is charged.
-    await finish(ctx, hold.operationKey, { usedTokens: usedTokensOf(usage) });
+    finish(ctx, hold, { usedTokens: usedTokensOf(relay.usage) });
   }
   return { streamed: true };
+}
+
+/** A provider failure inside a batch, with the text of the events before it (already relayable). */
+class RelayFailure extends Error {
+  constructor(
+    override readonly cause: unknown,
+    readonly relayed: string,
+  ) {
+    super('relay failed');
+  }
+}
+
+const carriesUsage = /"usage"\s*:\s*\{/;
+
+/**
+ * The SSE text of a batch of chat-completion chunks, as the provider sent them: a chunk is parsed
+ * only when it may be an error event or carries usage (recorded; taken out again when the client
+ * did not ask for it, the usage-only chunk dropped altogether). Everything else passes unparsed.
+ */
+function relayChatChunks(batch: RawStreamEvent[], clientWantsUsage: boolean, relay: { usage: ProviderUsage | null }): string {
+  let out = '';
+  for (const e of batch) {
+    if (mayBeFailure(e)) {
+      const failure = streamFailure(e.event, JSON.parse(e.data) as Record<string, unknown>);
+      if (failure) throw new RelayFailure(failure, out);
+    }
+    if (carriesUsage.test(e.data)) {
+      const chunk = JSON.parse(e.data) as ChatCompletionResult;
+      if (chunk.usage) relay.usage = chunk.usage;
+      if (!clientWantsUsage && chunk.usage) {
+        if (Array.isArray(chunk.choices) && chunk.choices.length === 0) continue;
+        delete chunk.usage;
+        out += `data: ${JSON.stringify(chunk)}\n\n`;
+        continue;
+      }
+    }
+    out += `data: ${e.data}\n\n`;
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Responses
 
-function knowledgeRequest(forwarded: Body, character: Character | null, knowledge: KnowledgeResult | null) {
+function knowledgeRequest(forwarded: ResponsesBody, character: Character | null, knowledge: KnowledgeContext | null) {
   const instructions = composeInstructions([character?.prompt, forwarded.instructions, knowledge?.context]);
   const out = { ...forwarded };
   if (instructions) out.instructions = instructions;
@@ -158,68 +266,99 @@ function knowledgeRequest(forwarded: Body, character: Character | null, knowledg
   return out;
 }
 
-export async function responses(ctx: GenerationContext, body: Body): Promise<GenerationOutcome> {
+export async function responses(ctx: GenerationContext, body: ResponsesBody): Promise<GenerationOutcome> {
+  mark(ctx.res, 'handler');
   const { forwarded, fallback, service } = splitRequest(body);
   const character = await resolveCharacter(ctx.deps.db, ctx.key, service);
   const client = upstreamClient(ctx.deps.config);
   const abort = clientGone(ctx.res);
   const query = lastUserText(forwarded.input);
   const inputText = JSON.stringify(forwarded.input ?? '') + (forwarded.instructions ?? '') + (character?.prompt ?? '');
-  const hold = await admit(ctx, 'responses', inputText, forwarded.max_output_tokens, character);
+  const { hold, refine } = await admit(ctx, 'responses', inputText, forwarded.max_output_tokens, character);
+  mark(ctx.res, 'admitted');
   const models = { model: forwarded.model as string, fallback };
 
   if (!forwarded.stream) {
     try {
       const knowledge = character?.knowledge ? await retrieveKnowledge(ctx.deps, character, query) : null;
       const request = knowledgeRequest(forwarded, character, knowledge);
-      const { result } = await withFallback(models, (model) => client.responses.create({ ...request, model, stream: false } as any, { signal: abort.signal }), logFallback(ctx));
-      await finish(ctx, hold.operationKey, { usedTokens: usedTokensOf((result as any).usage) });
+      const { result } = await withFallback(models, (model) => providerCalls.response(client, { ...request, model, stream: false }, abort.signal), logFallback(ctx));
+      mark(ctx.res, 'provider');
+      sendTiming(ctx.res);
+      finish(ctx, hold, { usedTokens: usedTokensOf(result.usage) });
       if (!knowledge) return { json: result };
       const items = visibilityItems();
-      const r = result as any;
-      return { json: { ...r, output: [items.searching, items.fileSearch(query, 'completed', knowledge.sources), items.found(knowledge.sources.length), ...(r.output ?? [])] } };
+      return { json: { ...result, output: [items.searching, items.fileSearch(query, 'completed', knowledge.sources), items.found(knowledge.sources.length), ...(result.output ?? [])] } };
     } catch (err) {
-      await finish(ctx, hold.operationKey, { released: true });
+      finish(ctx, hold, { released: true });
       throw err;
     }
   }
 
-  if (!character?.knowledge) return passThroughResponses(ctx, client, forwarded, models, hold.operationKey, abort);
-  return knowledgeResponsesStream(ctx, client, forwarded, character, query, models, hold.operationKey, abort);
+  if (!character?.knowledge) return passThroughResponses(ctx, client, forwarded, models, hold, refine, abort);
+  return knowledgeResponsesStream(ctx, client, forwarded, character, query, models, hold, refine, abort);
 }
 
-async function openResponsesStream(ctx: GenerationContext, client: ReturnType<typeof upstreamClient>, request: Body, models: { model: string; fallback: string | null }, abort: AbortController) {
-  const { result } = await withFallback(models, (model) => client.responses.create({ ...request, model, stream: true } as any, { signal: abort.signal }) as any, logFallback(ctx));
-  return result as AsyncIterable<any>;
+async function openResponsesStream(ctx: GenerationContext, client: ReturnType<typeof upstreamClient>, request: ResponsesBody, models: { model: string; fallback: string | null }, abort: AbortController) {
+  const { result } = await withFallback(models, (model) => providerCalls.responseEvents(client, { ...request, model, stream: true }, abort.signal), logFallback(ctx));
+  return result;
 }
 
 /** Without knowledge context the provider's events go out as they came. */
-async function passThroughResponses(ctx: GenerationContext, client: ReturnType<typeof upstreamClient>, forwarded: Body, models: { model: string; fallback: string | null }, operationKey: string, abort: AbortController): Promise<GenerationOutcome> {
-  let stream: AsyncIterable<any>;
+async function passThroughResponses(ctx: GenerationContext, client: ReturnType<typeof upstreamClient>, forwarded: ResponsesBody, models: { model: string; fallback: string | null }, hold: QuotaHold, refine: Admission['refine'], abort: AbortController): Promise<GenerationOutcome> {
+  let stream: AsyncIterable<RawStreamEvent[]>;
   try {
-    stream = await openResponsesStream(ctx, client, forwarded, models, abort);
+    stream = (await withFallback(models, (model) => providerCalls.responseStream(client, { ...forwarded, model, stream: true }, abort.signal), logFallback(ctx))).result;
+    mark(ctx.res, 'provider');
+    refine?.();
   } catch (err) {
-    await finish(ctx, operationKey, { released: true });
+    finish(ctx, hold, { released: true });
     throw err;
   }
+  sendTiming(ctx.res);
   const sse = new SseWriter(ctx.res, ctx.deps.config.messaging.sseKeepAliveMs);
   sse.start();
-  let usage: unknown = null;
-  let last = 0;
+  const relay = { usage: null as ProviderUsage | null, last: 0 };
   try {
-    for await (const event of stream) {
-      if (event?.type === 'response.completed') usage = event.response?.usage;
-      if (typeof event?.sequence_number === 'number') last = event.sequence_number;
-      await sse.event(event.type, event);
+    for await (const batch of stream) {
+      await sse.write(relayResponseEvents(batch, relay));
       if (sse.closed) break;
     }
-  } catch (err) {
-    if (!isClientAbort(err)) await sse.event('error', streamError(err, models.model, last + 1));
+  } catch (caught) {
+    const err = caught instanceof RelayFailure ? caught.cause : caught;
+    if (caught instanceof RelayFailure && caught.relayed) await sse.write(caught.relayed);
+    if (!isClientAbort(err)) await sse.event('error', streamError(err, models.model, relay.last + 1));
   } finally {
     sse.end();
-    await finish(ctx, operationKey, { usedTokens: usedTokensOf(usage) });
+    finish(ctx, hold, { usedTokens: usedTokensOf(relay.usage) });
   }
   return { streamed: true };
+}
+
+const sequenceNumber = /"sequence_number"\s*:\s*(\d+)/;
+
+/**
+ * The SSE text of a batch of response events, as the provider sent them. An event is parsed only
+ * when it may be an error event, names no type in its `event:` line, or completes the response
+ * (its usage is recorded); its sequence number is read from the text.
+ */
+function relayResponseEvents(batch: RawStreamEvent[], relay: { usage: ProviderUsage | null; last: number }): string {
+  let out = '';
+  for (const e of batch) {
+    let parsed: ResponseEvent | null = null;
+    if (mayBeFailure(e)) {
+      parsed = JSON.parse(e.data) as ResponseEvent;
+      const failure = streamFailure(e.event, parsed);
+      if (failure) throw new RelayFailure(failure, out);
+    }
+    let type = e.event;
+    if (!type) type = (parsed ??= JSON.parse(e.data) as ResponseEvent).type;
+    if (type === 'response.completed') relay.usage = (parsed ?? (JSON.parse(e.data) as ResponseEvent)).response?.usage ?? null;
+    const seq = sequenceNumber.exec(e.data);
+    if (seq) relay.last = Number(seq[1]);
+    out += `event: ${type}\ndata: ${e.data}\n\n`;
+  }
+  return out;
 }
 
 function streamError(err: unknown, model: string, sequence: number) {
@@ -235,11 +374,12 @@ function streamError(err: unknown, model: string, sequence: number) {
 async function knowledgeResponsesStream(
   ctx: GenerationContext,
   client: ReturnType<typeof upstreamClient>,
-  forwarded: Body,
+  forwarded: ResponsesBody,
   character: Character,
   query: string,
   models: { model: string; fallback: string | null },
-  operationKey: string,
+  hold: QuotaHold,
+  refine: Admission['refine'],
   abort: AbortController,
 ): Promise<GenerationOutcome> {
   const sse = new SseWriter(ctx.res, ctx.deps.config.messaging.sseKeepAliveMs);
@@ -258,7 +398,7 @@ async function knowledgeResponsesStream(
     metadata: forwarded.metadata ?? {},
     usage: null,
   };
-  let usage: unknown = null;
+  let usage: ProviderUsage | null = null;
   let reachedModel = false;
   try {
     await emit('response.created', { response: base });
@@ -277,9 +417,10 @@ async function knowledgeResponsesStream(
 
     const stream = await openResponsesStream(ctx, client, knowledgeRequest(forwarded, character, knowledge), models, abort);
     reachedModel = true;
+    refine?.();
     for await (const event of stream) {
       if (sse.closed) break;
-      const type = event?.type as string;
+      const type = event.type;
       if (type === 'response.created' || type === 'response.in_progress' || type === 'response.queued') continue;
       if (type === 'response.completed' || type === 'response.incomplete' || type === 'response.failed') {
         usage = event.response?.usage ?? null;
@@ -298,7 +439,7 @@ async function knowledgeResponsesStream(
     }
   } finally {
     sse.end();
-    await finish(ctx, operationKey, reachedModel ? { usedTokens: usedTokensOf(usage) } : { released: true });
+    finish(ctx, hold, reachedModel ? { usedTokens: usedTokensOf(usage) } : { released: true });
   }
   return { streamed: true };
 }

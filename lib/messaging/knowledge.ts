@@ -1,16 +1,16 @@
 import crypto from 'node:crypto';
-import type { Db } from '../db.js';
+import type { Db } from '../platform/db.js';
 import type { EmbeddingProvider } from '../providers/embeddings.js';
 import type { VectorIndex } from '../providers/vector-index.js';
-import { ragSearch } from '../kb/rag-search.js';
+import { ragSearch } from '../retrieval/rag-search.js';
 import type { Character } from './service-metadata.js';
 
 /**
  * Knowledge context of a knowledge-enabled character: one search through the knowledge-base
- * service's own hybrid retrieval (lib/kb/rag-search.ts), the hits injected into the model's
+ * service's own hybrid retrieval (lib/retrieval/rag-search.ts), the hits injected into the model's
  * instructions in full, and the visibility items of spec 2.4, which carry only short previews.
  */
-export const PREVIEW_CHARS = 200;
+const PREVIEW_CHARS = 200;
 
 export interface KnowledgeSource {
   file_id: string;
@@ -20,7 +20,8 @@ export interface KnowledgeSource {
   attributes: { chunk_index: number; retrievers: string[] };
 }
 
-export interface KnowledgeResult {
+/** What one knowledge search gives a generation: the visible sources and the instruction text. */
+export interface KnowledgeContext {
   query: string;
   sources: KnowledgeSource[];
   /** The full chunk texts, for the instructions only. */
@@ -28,7 +29,7 @@ export interface KnowledgeResult {
 }
 
 /** Whitespace trimmed and collapsed, then cut to 200 characters (code points, never a half pair). */
-export function preview(text: string): string {
+function preview(text: string): string {
   const collapsed = text.replace(/\s+/gu, ' ').trim();
   const chars = [...collapsed];
   return chars.length <= PREVIEW_CHARS ? collapsed : chars.slice(0, PREVIEW_CHARS).join('');
@@ -38,7 +39,7 @@ export async function retrieveKnowledge(
   deps: { db: Db; index: VectorIndex; embedder: EmbeddingProvider },
   character: Character,
   query: string,
-): Promise<KnowledgeResult> {
+): Promise<KnowledgeContext> {
   const k = character.knowledge!;
   const found = await ragSearch(deps, { partner: k.partner, kb: k.kb, user_message: query.slice(0, 20_000) }, false);
   const hits = found.combined_results.slice(0, k.maxResults);

@@ -1,10 +1,11 @@
 import crypto from 'node:crypto';
 import type { Client } from '@temporalio/client';
-import type { Services } from '../runtime.js';
-import { AppError, notFound } from '../errors.js';
+import type { Services } from '../services.js';
+import { legacyCompletionWorkflowId, legacyCompletionWorkflowType } from '../contracts/legacy-completion.js';
+import { AppError, notFound } from '../platform/errors.js';
 import type { QuotaKeyPrincipal } from './quota-keys.js';
 import { estimateTokens, holdLifetimeMs, releaseQuota, reserveQuota, settleQuota } from './quota.js';
-import { upstreamClient, withFallback } from './upstream.js';
+import { providerCalls, UpstreamError, upstreamClient, withFallback } from './upstream.js';
 
 /**
  * Legacy /v2/completions (deprecated): a completion is requested, runs as the Temporal workflow
@@ -12,9 +13,8 @@ import { upstreamClient, withFallback } from './upstream.js';
  * (LEGACY_COMPLETION_RETENTION_SECONDS, 20 minutes by default); then the workflow deletes the row
  * and the id answers 404.
  */
-export const legacyCompletionWorkflowId = (id: string) => `legacy-completion-${id}`;
-export const legacyOperationKey = (id: string) => `legacy-completion-${id}`;
-export const legacyPath = (id: string) => `/v2/completions/${id}`;
+const legacyOperationKey = (id: string) => `legacy-completion-${id}`;
+const legacyPath = (id: string) => `/v2/completions/${id}`;
 
 export interface LegacyInput {
   messages: Array<{ role: 'user' | 'assistant' | 'system'; content: string }>;
@@ -24,17 +24,17 @@ export interface LegacyInput {
 }
 
 /** `{{param}}` placeholders of the character prompt are filled from character_params. */
-export function renderCharacterPrompt(input: LegacyInput): string | null {
+function renderCharacterPrompt(input: LegacyInput): string | null {
   const c = input.character;
   if (!c) return null;
   const name = typeof c === 'string' ? c : c.name;
   const prompt = typeof c === 'string' ? null : c.prompt ?? null;
   const params: Record<string, unknown> = { name, ...(input.character_params ?? {}) };
   const base = prompt ?? `You are ${name}.`;
-  return base.replace(/\{\{\s*([A-Za-z0-9_]+)\s*\}\}/g, (m, k: string) => (k in params ? String(params[k]) : m));
+  return base.replace(/\{\{\s*(\w+)\s*\}\}/g, (m, k: string) => (k in params ? String(params[k]) : m));
 }
 
-export function legacyMessages(input: LegacyInput) {
+function legacyMessages(input: LegacyInput) {
   const system = renderCharacterPrompt(input);
   return [...(system ? [{ role: 'system' as const, content: system }] : []), ...input.messages];
 }
@@ -52,7 +52,7 @@ export async function requestLegacyCompletion(deps: Services & { temporal: Clien
   });
   try {
     await deps.db.legacyCompletion.create({ data: { id, quotaKeyId: key.id, input: input as object } });
-    await deps.temporal.workflow.start('legacyCompletion', {
+    await deps.temporal.workflow.start(legacyCompletionWorkflowType, {
       taskQueue: deps.config.temporalTaskQueue,
       workflowId: legacyCompletionWorkflowId(id),
       args: [{ id, retentionSeconds: deps.config.messaging.legacyRetentionSeconds }],
@@ -76,35 +76,62 @@ export async function readLegacyCompletion(deps: Services, key: QuotaKeyPrincipa
   return {
     id: legacyPath(row.id),
     state: row.state,
-    output: row.output ?? null,
+    output: row.state === 'completed' ? row.output : null,
     ...(row.state === 'failed' ? { error: row.error } : {}),
     created_at: row.createdAt.toISOString(),
     expires_at: row.expiresAt?.toISOString() ?? null,
   };
 }
 
-/** The activity's work: one provider call, the result stored, the quota settled. Idempotent. */
+/**
+ * The activity's work: one provider call, the answer stored, the quota settled, the state set.
+ * Idempotent and crash-safe: the call is marked dispatched before it is sent and its answer stored
+ * before anything else, so a retry after a crash finishes from the stored answer, and a retry that
+ * finds the call dispatched but unanswered (the worker was lost mid-call) does not call again — the
+ * provider may have done and billed the work — but fails the completion and charges the hold.
+ * A provider that refuses or fails ends the completion `failed` with the quota released; any other
+ * error (database, storage) is thrown, so Temporal retries the activity.
+ */
 export async function generateLegacyCompletion(deps: Services, id: string, retentionSeconds: number): Promise<'completed' | 'failed'> {
   const row = await deps.db.legacyCompletion.findUnique({ where: { id } });
   if (!row) return 'failed';
   if (row.state !== 'in-progress') return row.state as 'completed' | 'failed';
+  const finish = async (data: { state: 'completed' | 'failed'; error?: string }) => {
+    const finishedAt = new Date();
+    await deps.db.legacyCompletion.update({ where: { id }, data: { ...data, finishedAt, expiresAt: new Date(finishedAt.getTime() + retentionSeconds * 1000) } });
+    return data.state;
+  };
+  type Answer = { message: { role: string; content: string }; model: string; usage: { total_tokens?: number } | null };
+
+  if (row.output) {
+    // Answered before a crash: settle and finish without calling again.
+    await settleQuota(deps.db, { operationKey: legacyOperationKey(id) }, (row.output as unknown as Answer).usage?.total_tokens ?? null);
+    return finish({ state: 'completed' });
+  }
+  if (row.dispatchedAt) {
+    await settleQuota(deps.db, { operationKey: legacyOperationKey(id) }, null);
+    return finish({ state: 'failed', error: 'the worker was lost while the model call was in flight; it was not repeated (the provider may have done the work, so the hold was charged); request the completion again' });
+  }
+
+  await deps.db.legacyCompletion.update({ where: { id }, data: { dispatchedAt: new Date() } });
   const input = row.input as unknown as LegacyInput;
-  const finishedAt = new Date();
-  const expiresAt = new Date(finishedAt.getTime() + retentionSeconds * 1000);
+  let answer: Answer;
   try {
     const client = upstreamClient(deps.config);
     const { result, model } = await withFallback({ model: deps.config.messaging.legacyModel }, (m) =>
-      client.chat.completions.create({ model: m, messages: legacyMessages(input), max_completion_tokens: deps.config.messaging.defaultOutputTokenBound }),
+      providerCalls.chat(client, { model: m, messages: legacyMessages(input), max_completion_tokens: deps.config.messaging.defaultOutputTokenBound, stream: false }, new AbortController().signal),
     );
-    const output = { message: { role: 'assistant', content: result.choices[0]?.message?.content ?? '' }, model, usage: result.usage ?? null };
-    await settleQuota(deps.db, legacyOperationKey(id), result.usage?.total_tokens ?? null);
-    await deps.db.legacyCompletion.update({ where: { id }, data: { state: 'completed', output: JSON.parse(JSON.stringify(output)), finishedAt, expiresAt } });
-    return 'completed';
+    const choice = (result.choices?.[0] ?? {}) as { message?: { content?: string | null } };
+    answer = { message: { role: 'assistant', content: choice.message?.content ?? '' }, model, usage: result.usage ?? null };
   } catch (err) {
+    // withFallback answers provider failures as UpstreamError; anything else is ours and retried.
+    if (!(err instanceof UpstreamError)) throw err;
     await releaseQuota(deps.db, legacyOperationKey(id));
-    await deps.db.legacyCompletion.update({ where: { id }, data: { state: 'failed', error: (err as Error).message, finishedAt, expiresAt } });
-    return 'failed';
+    return finish({ state: 'failed', error: err.message });
   }
+  await deps.db.legacyCompletion.update({ where: { id }, data: { output: JSON.parse(JSON.stringify(answer)) } });
+  await settleQuota(deps.db, { operationKey: legacyOperationKey(id) }, answer.usage?.total_tokens ?? null);
+  return finish({ state: 'completed' });
 }
 
 export async function deleteLegacyCompletion(deps: Services, id: string): Promise<void> {

@@ -1,18 +1,19 @@
 import crypto from 'node:crypto';
-import type { Db } from '../db.js';
-import { hashKey } from '../auth.js';
-import { AppError, badRequest, notFound } from '../errors.js';
+import type { Db } from '../platform/db.js';
+import { hashKey } from '../platform/api-keys.js';
+import { AppError, badRequest, notFound } from '../platform/errors.js';
 
 /**
  * Quota-bound keys of the messaging interface. A key carries a quota type (which generation
  * endpoints it opens) and an amount: a lifetime allowance of model tokens (input + output, as the
- * provider reports them). Keys are shown once at creation; only their SHA-256 is stored.
+ * provider reports them; for speech, the o200k tokens of the input text). Keys are shown once at
+ * creation; only their SHA-256 is stored.
  */
-export const quotaTypes = ['chat', 'responses', 'legacy', 'any'] as const;
+export const quotaTypes = ['chat', 'responses', 'legacy', 'speech', 'any'] as const;
 export type QuotaType = (typeof quotaTypes)[number];
 
-/** The generation endpoints, each opened by its own quota type (and by `any`). */
-export type MessagingEndpoint = 'chat' | 'responses' | 'legacy';
+/** The endpoints a quota key opens, each by its own quota type (and by `any`); `speech` is /v2/audio/speech. */
+export type MessagingEndpoint = 'chat' | 'responses' | 'legacy' | 'speech';
 
 export interface QuotaKeyPrincipal {
   id: string;
@@ -22,7 +23,7 @@ export interface QuotaKeyPrincipal {
   partnerName: string | null;
 }
 
-export const generateQuotaKey = () => `qk_${crypto.randomBytes(32).toString('base64url')}`;
+const generateQuotaKey = () => `qk_${crypto.randomBytes(32).toString('base64url')}`;
 
 export interface CreateQuotaKeyRequest {
   name: string;
@@ -102,7 +103,7 @@ export async function listQuotaKeys(db: Db) {
   return rows.map((r) => present(r, r.partnerId ? names.get(r.partnerId) ?? null : null, holds.get(r.id) ?? 0n));
 }
 
-export async function getQuotaKey(db: Db, id: string) {
+async function getQuotaKey(db: Db, id: string) {
   const row = await db.quotaKey.findUnique({ where: { id } });
   if (!row) throw notFound(`quota key ${id} not found`);
   const [names, holds] = await Promise.all([partnerNames(db, [row.partnerId]), liveHolds(db, [row.id])]);
@@ -114,16 +115,75 @@ export async function revokeQuotaKey(db: Db, id: string) {
   const found = await db.quotaKey.findUnique({ where: { id } });
   if (!found) throw notFound(`quota key ${id} not found`);
   if (!found.revokedAt) await db.quotaKey.update({ where: { id }, data: { revokedAt: new Date() } });
+  for (const [hash, entry] of principals) if (entry.principal.id === id) principals.delete(hash);
   return getQuotaKey(db, id);
 }
 
+/**
+ * Keys a process has seen lately, by hash, so that a request's first byte does not wait for a
+ * lookup. An entry is served for at most `MESSAGING_KEY_CACHE_SECONDS` after the lookup that found
+ * the key active; a key in use is looked up again in the background once half of that has passed
+ * (the request that notices does not wait), so a busy key never waits for a lookup and a revoked
+ * one is refused within that bound on every API replica. A revocation is honoured at once where it
+ * counts anyway: every admission re-reads the key's row under its lock (quota_reserve) and refuses a
+ * revoked key, and the replica that revokes drops its entry at once. What the bound leaves open is
+ * a read that admits nothing (polling a legacy completion, listing speech voices) with a key
+ * revoked on another replica, for at most that long.
+ */
+interface CachedKey {
+  principal: QuotaKeyPrincipal;
+  /** Served until then (ms since the epoch). */
+  until: number;
+  refreshing: boolean;
+}
+const principals = new Map<string, CachedKey>();
+const MAX_CACHED_KEYS = 10_000;
+
+/** One round trip: the key's row and its partner's name, or null when the key is unknown or revoked. */
+async function lookUpKey(db: Db, hash: string): Promise<QuotaKeyPrincipal | null> {
+  const { rows } = await db.pool.query<{ id: string; name: string; quotaType: string; partnerId: string | null; partnerName: string | null; revoked: boolean }>(
+    `SELECT k.id, k.name, k."quotaType", k."partnerId", p.name AS "partnerName", k."revokedAt" IS NOT NULL AS revoked
+       FROM quota_keys k LEFT JOIN partners p ON p.id = k."partnerId" WHERE k."keyHash" = $1`,
+    [hash],
+  );
+  const row = rows[0];
+  if (!row || row.revoked) return null;
+  return { id: row.id, name: row.name, quotaType: row.quotaType as QuotaType, partnerId: row.partnerId, partnerName: row.partnerName };
+}
+
+function remember(hash: string, principal: QuotaKeyPrincipal, cacheSeconds: number) {
+  if (!principals.has(hash) && principals.size >= MAX_CACHED_KEYS) principals.delete(principals.keys().next().value!);
+  principals.set(hash, { principal, until: Date.now() + cacheSeconds * 1000, refreshing: false });
+}
+
 /** The key's owner, or a 401 `invalid_api_key` (unknown or revoked key: the caller learns nothing more). */
-export async function authenticateQuotaKey(db: Db, key: string | null): Promise<QuotaKeyPrincipal> {
+export async function authenticateQuotaKey(db: Db, key: string | null, cacheSeconds = 0): Promise<QuotaKeyPrincipal> {
   if (!key) throw new AppError('invalid_api_key', 'missing quota API key (send Authorization: Bearer <key> or X-API-Key)');
-  const row = await db.quotaKey.findUnique({ where: { keyHash: hashKey(key) } });
-  if (!row || row.revokedAt) throw new AppError('invalid_api_key', 'invalid quota API key');
-  const partner = row.partnerId ? await db.partner.findUnique({ where: { id: row.partnerId }, select: { name: true } }) : null;
-  return { id: row.id, name: row.name, quotaType: row.quotaType as QuotaType, partnerId: row.partnerId, partnerName: partner?.name ?? null };
+  const hash = hashKey(key);
+  const cached = principals.get(hash);
+  const now = Date.now();
+  if (cached && cached.until > now) {
+    if (!cached.refreshing && cached.until - now < (cacheSeconds * 1000) / 2) {
+      cached.refreshing = true;
+      lookUpKey(db, hash).then(
+        (principal) => {
+          // Unless the entry went meanwhile (revoked here): a lookup begun before can be stale.
+          if (principals.get(hash) !== cached) return;
+          if (principal) remember(hash, principal, cacheSeconds);
+          else principals.delete(hash);
+        },
+        () => (cached.refreshing = false), // served until its time is up; the next request tries again
+      );
+    }
+    return cached.principal;
+  }
+  const principal = await lookUpKey(db, hash);
+  if (!principal) {
+    principals.delete(hash);
+    throw new AppError('invalid_api_key', 'invalid quota API key');
+  }
+  if (cacheSeconds > 0) remember(hash, principal, cacheSeconds);
+  return principal;
 }
 
 export function assertQuotaType(principal: QuotaKeyPrincipal, endpoint: MessagingEndpoint): void {

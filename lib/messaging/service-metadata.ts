@@ -1,6 +1,6 @@
 import { Ajv, type ErrorObject } from 'ajv';
-import type { Db } from '../db.js';
-import { AppError, badRequest } from '../errors.js';
+import type { Db } from '../platform/db.js';
+import { AppError, badRequest } from '../platform/errors.js';
 import type { QuotaKeyPrincipal } from './quota-keys.js';
 
 /**

@@ -22,7 +22,11 @@ export class SseWriter {
     return this.res.destroyed || this.res.writableEnded;
   }
 
-  start(): void {
+  /**
+   * Sets the stream's headers. They go out with the first event (one write, not two), or with the
+   * first keep-alive comment when the stream stays quiet; `flush` sends them at once.
+   */
+  start(flush = false): void {
     if (this.started) return;
     this.started = true;
     this.res.statusCode = 200;
@@ -30,16 +34,20 @@ export class SseWriter {
     this.res.setHeader('Cache-Control', 'no-cache, no-transform');
     this.res.setHeader('Connection', 'keep-alive');
     this.res.setHeader('X-Accel-Buffering', 'no');
-    this.res.flushHeaders();
+    if (flush) this.res.flushHeaders();
     this.armKeepAlive();
   }
 
+  /** (Re)starts the quiet-time clock; refreshing the one timer costs no allocation per write. */
   private armKeepAlive() {
-    if (this.keepAlive) clearTimeout(this.keepAlive);
+    if (this.keepAlive) {
+      this.keepAlive.refresh();
+      return;
+    }
     this.keepAlive = setTimeout(() => {
-      if (this.closed) return;
+      if (this.closed || !this.keepAlive) return;
       this.res.write(': keep-alive\n\n');
-      this.armKeepAlive();
+      this.keepAlive.refresh();
     }, this.keepAliveMs);
     this.keepAlive.unref();
   }
@@ -47,7 +55,7 @@ export class SseWriter {
   /** Resolves once the chunk is handed to the socket, or buffered below the high-water mark. */
   async write(chunk: string): Promise<void> {
     this.start();
-    if (this.closed) return;
+    if (this.closed || chunk === '') return;
     this.armKeepAlive();
     if (this.res.write(chunk)) return;
     this.waitingForDrain = true;

@@ -1,25 +1,36 @@
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError } from 'openai';
 
 /**
- * The chat-completion adapter that rewriting uses: one call, no hidden retries (the workflow
- * decides about retries, budget and fallback), and every failure classified by what it means for
- * the budget: whether the provider may have done (and billed) the work.
+ * The chat-completion adapter that rewriting and dialog analysis use: one call, no hidden retries
+ * (the workflow decides about retries, budget and fallback), and every failure classified by what
+ * it means for the budget: whether the provider may have done (and billed) the work.
  */
 export interface ChatMessage {
-  role: 'system' | 'user';
+  role: 'system' | 'user' | 'assistant';
   content: string;
 }
+
+/**
+ * OpenAI's `response_format`: structured outputs (`json_schema`, the answer is constrained to the
+ * schema) or JSON mode (`json_object`, any JSON object). Omitted: free text.
+ */
+export type ChatResponseFormat =
+  | { type: 'json_schema'; json_schema: { name: string; strict: boolean; schema: Record<string, unknown> } }
+  | { type: 'json_object' };
 
 export interface ChatCallRequest {
   model: string;
   messages: ChatMessage[];
   maxOutputTokens: number;
   timeoutMs: number;
+  responseFormat?: ChatResponseFormat;
   signal?: AbortSignal;
 }
 
 export interface ChatCallResult {
   content: string;
+  /** The model's refusal (structured outputs), when it declined to answer; content is then empty. */
+  refusal?: string | null;
   /** `stop`, `length` (cut at the output limit), `content_filter`, ... as the provider says. */
   finishReason: string | null;
   /** Null when the provider reported no usage. */
@@ -45,9 +56,20 @@ export class LlmCallFailed extends Error {
     readonly status: number | null = null,
     /** The provider's retry-after hint, if it sent one. */
     readonly retryAfterMs: number | null = null,
+    /** The request parameter the provider blamed (OpenAI's `error.param`), if it named one. */
+    readonly param: string | null = null,
   ) {
     super(message);
   }
+}
+
+/**
+ * Whether the provider refused the request because of its `response_format` (a model or server
+ * without structured outputs or JSON mode): then the same request without it may work.
+ */
+export function isResponseFormatRejection(failure: LlmCallFailed): boolean {
+  if (failure.kind !== 'permanent' || (failure.status !== 400 && failure.status !== 422)) return false;
+  return failure.param === 'response_format' || /response_format|json_schema|json_object|structured output/i.test(failure.message);
 }
 
 export interface ChatModel {
@@ -87,7 +109,7 @@ export function classifyLlmError(err: unknown): LlmCallFailed {
     const hint = retryAfterMs(err.headers as Headers | undefined);
     if (err.status === 429) return new LlmCallFailed('rate_limited', `rate limited by the model API: ${detail}`, 429, hint);
     if (err.status >= 500 || err.status === 408) return new LlmCallFailed('unavailable', `the model API failed: ${detail}`, err.status, hint);
-    return new LlmCallFailed('permanent', `the model API rejected the request: ${detail}`, err.status);
+    return new LlmCallFailed('permanent', `the model API rejected the request: ${detail}`, err.status, null, typeof err.param === 'string' ? err.param : null);
   }
   // An answer the client could not read (not JSON, not a completion): generated or not, unknown.
   return new LlmCallFailed('ambiguous', `unreadable answer from the model API: ${(err as Error)?.message ?? String(err)}`);
@@ -105,7 +127,12 @@ export class OpenAiChatModel implements ChatModel {
     let completion;
     try {
       completion = await this.client.chat.completions.create(
-        { model: request.model, messages: request.messages, max_completion_tokens: request.maxOutputTokens },
+        {
+          model: request.model,
+          messages: request.messages,
+          max_completion_tokens: request.maxOutputTokens,
+          ...(request.responseFormat ? { response_format: request.responseFormat } : {}),
+        },
         { timeout: request.timeoutMs, signal: request.signal },
       );
     } catch (err) {
@@ -115,10 +142,12 @@ export class OpenAiChatModel implements ChatModel {
     if (!choice || !choice.message || (typeof choice.message.content !== 'string' && choice.message.content !== null)) {
       throw new LlmCallFailed('ambiguous', 'the model API answered without a completion');
     }
+    const refusal = typeof choice.message.refusal === 'string' && choice.message.refusal ? choice.message.refusal : null;
     const usage = completion.usage;
     const known = usage && Number.isInteger(usage.prompt_tokens) && Number.isInteger(usage.completion_tokens);
     return {
       content: choice.message.content ?? '',
+      refusal,
       finishReason: choice.finish_reason ?? null,
       usage: known ? { promptTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens } : null,
       model: completion.model || request.model,

@@ -1,4 +1,5 @@
-import type { ScraperSettings } from '../config.js';
+import type { ScraperSettings } from '../platform/config.js';
+import { FetchRefused, readBoundedBody, vetUrl } from './web-fetch.js';
 
 /**
  * A web-scraping provider for URL documents (pages that need a browser, sites that refuse plain
@@ -9,7 +10,14 @@ import type { ScraperSettings } from '../config.js';
  *
  * Cost is the credits the provider reports times the configured price per credit. A provider that
  * reports no credits is charged its configured per-page credits, the documented list price.
+ *
+ * A URL is checked like a direct fetch before it is sent (lib/providers/web-fetch.ts `vetUrl`:
+ * http(s) only, no private, loopback or link-local host unless allowed): a provider inside our
+ * network must not become a way to reach it. The provider's answer is read up to
+ * SCRAPE_MAX_RESPONSE_BYTES (16 MiB); a larger one is not read, and its cost is uncertain (the provider did the work).
  */
+export const SCRAPE_MAX_RESPONSE_BYTES = 16 * 1024 * 1024;
+
 export interface ScrapeResult {
   markdown: string;
   title: string | null;
@@ -29,9 +37,22 @@ export class ScrapeFailed extends Error {
 
 
 export class Scraper {
-  constructor(readonly settings: ScraperSettings) {}
+  constructor(
+    readonly settings: ScraperSettings,
+    private readonly addressPolicy: { allowPrivate?: boolean; allowLoopback?: boolean } = {},
+    private readonly maxResponseBytes = SCRAPE_MAX_RESPONSE_BYTES,
+  ) {}
 
   async scrape(url: string, signal?: AbortSignal): Promise<ScrapeResult> {
+    try {
+      await vetUrl(url, this.addressPolicy);
+    } catch (err) {
+      if (!(err instanceof FetchRefused)) throw err;
+      // A name that does not resolve here cannot lead the provider to an address of ours, and the
+      // provider resolves it in its own network: it goes on. Every other refusal is final, and
+      // nothing was sent or charged.
+      if (err.reason !== 'dns') throw new ScrapeFailed('refused', err.message);
+    }
     let res: Response;
     try {
       res = await fetch(`${this.settings.baseUrl}/v1/scrape`, {
@@ -45,7 +66,15 @@ export class Scraper {
       if (code === 'ECONNREFUSED') throw new ScrapeFailed('unavailable', 'the scraping provider refused the connection');
       throw new ScrapeFailed('ambiguous', `no answer from the scraping provider: ${(err as Error).message}`);
     }
-    const text = await res.text();
+    let text: string;
+    try {
+      // The provider did the work and billed it: an answer too large to read leaves its cost unknown.
+      const raw = await readBoundedBody(res, this.maxResponseBytes, () => new ScrapeFailed('ambiguous', `the scraping provider's answer for ${url} is larger than ${this.maxResponseBytes} bytes`));
+      text = raw.toString('utf8');
+    } catch (err) {
+      if (err instanceof ScrapeFailed) throw err;
+      throw new ScrapeFailed('ambiguous', `the scraping provider's answer was cut off: ${(err as Error).message}`);
+    }
     let body: { success?: boolean; error?: string; creditsUsed?: number; data?: { markdown?: string; metadata?: { title?: string; statusCode?: number; creditsUsed?: number } } };
     try {
       body = JSON.parse(text);

@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import weaviateModule, { type WeaviateClient, type WhereFilter } from 'weaviate-ts-client';
+import { trimOf } from '../platform/text.js';
 
 // The package's ESM build default-exports the client factory, while its CommonJS-typed declarations
 // place it under `.default`; accept both shapes.
@@ -10,17 +11,17 @@ const weaviate = ((weaviateModule as unknown as { client?: unknown }).client ? w
  * vectors of two models are never mixed in one vector space; a class holds every KB's chunks of
  * that profile, each object carrying its partner, knowledge base and document so that searches and
  * deletions are filtered by them. An object has two named vectors: `dense` (the embedding model)
- * and `sparse` (hashed character n-grams, lib/kb/sparse-vector.ts), and a `bm25Text` property
- * holding its language-analysed terms (lib/kb/language-analysis.ts). Object IDs are derived from
+ * and `sparse` (hashed character n-grams, lib/retrieval/sparse-vector.ts), and a `bm25Text` property
+ * holding its language-analysed terms (lib/retrieval/language-analysis.ts). Object IDs are derived from
  * (document, chunk index), so writing the same chunk twice (a retried activity, a worker that died
  * mid-batch) overwrites instead of duplicating.
  */
 /** The single class of the first version (dense vector only); still cleaned by deletions. */
-export const LEGACY_CHUNK_CLASS = 'KnowledgeChunk';
+const LEGACY_CHUNK_CLASS = 'KnowledgeChunk';
 const CLASS_PREFIX = 'Chunk_';
 
 export function chunkClassFor(profileName: string): string {
-  const slug = profileName.replace(/[^A-Za-z0-9]+/g, '_').replace(/^_+|_+$/g, '').slice(0, 40);
+  const slug = trimOf(profileName.replace(/[^a-z0-9]+/gi, '_'), '_').slice(0, 40);
   const hash = crypto.createHash('sha1').update(profileName).digest('hex').slice(0, 8);
   return `${CLASS_PREFIX}${slug}_${hash}`;
 }
@@ -51,12 +52,21 @@ export interface SearchHit {
   score: number;
 }
 
+/** A chunk object as a GraphQL Get answers it, with the `_additional` fields a search asks for. */
+interface ChunkRow {
+  documentId: string;
+  documentName: string;
+  chunkIndex: number;
+  text: string;
+  _additional: { id: string; distance?: number | string; score?: number | string };
+}
+
 export interface IndexFilter {
   knowledgeBaseId: string;
 }
 
 /** A name-based (SHA-1) UUID, RFC 4122 version 5 layout, in our own namespace. */
-export function chunkObjectId(documentId: string, chunkIndex: number): string {
+function chunkObjectId(documentId: string, chunkIndex: number): string {
   const h = crypto.createHash('sha1').update(`knowledge-chunk:${documentId}:${chunkIndex}`).digest();
   h[6] = (h[6]! & 0x0f) | 0x50;
   h[8] = (h[8]! & 0x3f) | 0x80;
@@ -78,6 +88,33 @@ const namedVector = (indexType: 'hnsw' | 'flat') => ({
 });
 
 const HIT_FIELDS = 'documentId documentName chunkIndex text';
+
+/**
+ * True for a request that failed on a kept-alive connection the server had already closed (the
+ * socket went stale while the event loop was busy, e.g. embedding a batch, and never saw the
+ * close): nothing reached the server, so the request can be sent again on a new connection.
+ */
+function staleConnection(err: unknown): boolean {
+  const cause = (err as { cause?: { code?: string } } | null)?.cause;
+  return err instanceof TypeError && ['EPIPE', 'ECONNRESET', 'UND_ERR_SOCKET'].includes(cause?.code ?? '');
+}
+
+/**
+ * Runs an idempotent request, sending it again (up to three times) when it failed on a stale
+ * kept-alive connection. Weaviate closes connections idle for its read timeout (30 s); a process
+ * whose event loop was busy meanwhile learns of the closes only after a turn of the loop, which
+ * the short wait gives it, so the next attempt gets a live connection.
+ */
+async function idempotent<T>(request: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await request();
+    } catch (err) {
+      if (attempt > 3 || !staleConnection(err)) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+}
 
 export class VectorIndex {
   readonly client: WeaviateClient;
@@ -149,7 +186,7 @@ export class VectorIndex {
 
   /** Every chunk class that exists (all profiles, and the legacy class). */
   async chunkClasses(): Promise<string[]> {
-    const schema = await this.client.schema.getter().do();
+    const schema = await idempotent(() => this.client.schema.getter().do());
     return (schema.classes ?? []).map((c) => c.class!).filter((c) => c.startsWith(CLASS_PREFIX) || c === LEGACY_CHUNK_CLASS);
   }
 
@@ -163,7 +200,7 @@ export class VectorIndex {
     for (;;) {
       let queued = 0;
       for (const cls of classes) {
-        const status = (await this.client.cluster.nodesStatusGetter().withClassName(cls).withOutput('verbose').do()) as {
+        const status = (await idempotent(() => this.client.cluster.nodesStatusGetter().withClassName(cls).withOutput('verbose').do())) as {
           nodes?: Array<{ shards?: Array<{ class: string; vectorQueueLength?: number }> | null }>;
         };
         queued += (status.nodes ?? []).flatMap((n) => n.shards ?? []).filter((s) => s.class === cls).reduce((sum, s) => sum + (s.vectorQueueLength ?? 0), 0);
@@ -188,7 +225,8 @@ export class VectorIndex {
         vectors: { dense: denseVector, sparse: sparseVector },
       } as never);
     }
-    const results = (await batcher.do()) as Array<{ result?: { errors?: { error?: { message: string }[] } } }>;
+    // Object IDs are derived from (document, chunk index): sending a batch twice overwrites.
+    const results = (await idempotent(() => batcher.do())) as Array<{ result?: { errors?: { error?: { message: string }[] } } }>;
     const failures = results.flatMap((r) => r.result?.errors?.error?.map((e) => e.message) ?? []);
     if (failures.length) throw new Error(`Weaviate rejected ${failures.length} chunk(s): ${failures[0]}`);
   }
@@ -216,13 +254,15 @@ export class VectorIndex {
   async listDocumentChunkIndexes(documentId: string, className?: string): Promise<number[]> {
     const out: number[] = [];
     for (const cls of className ? [className] : await this.chunkClasses()) {
-      const res = await this.client.graphql
-        .get()
-        .withClassName(cls)
-        .withWhere({ path: ['documentId'], operator: 'Equal', valueText: documentId })
-        .withFields('chunkIndex')
-        .withLimit(10000)
-        .do();
+      const res = await idempotent(() =>
+        this.client.graphql
+          .get()
+          .withClassName(cls)
+          .withWhere({ path: ['documentId'], operator: 'Equal', valueText: documentId })
+          .withFields('chunkIndex')
+          .withLimit(10000)
+          .do(),
+      );
       out.push(...(res.data?.Get?.[cls] ?? []).map((o: { chunkIndex: number }) => o.chunkIndex));
     }
     return out;
@@ -232,25 +272,24 @@ export class VectorIndex {
     return (await this.listDocumentChunkIndexes(documentId)).length;
   }
 
-  /** Chunks of a document in one class with their section trail (tests and the TOC's checks). */
-  async documentChunks(className: string, documentId: string): Promise<Array<{ chunkIndex: number; text: string; section: string; language: string }>> {
-    await this.ensureClass(className);
-    const res = await this.client.graphql
-      .get()
-      .withClassName(className)
-      .withWhere({ path: ['documentId'], operator: 'Equal', valueText: documentId })
-      .withFields('chunkIndex text section language')
-      .withLimit(10000)
-      .do();
-    return (res.data?.Get?.[className] ?? []).sort((a: { chunkIndex: number }, b: { chunkIndex: number }) => a.chunkIndex - b.chunkIndex);
+  /** Chunks of a knowledge base over every class: what a KB holds in the index, orphans included. */
+  async countKnowledgeBaseChunks(knowledgeBaseId: string): Promise<number> {
+    let count = 0;
+    for (const cls of await this.chunkClasses()) {
+      const res = await idempotent(() =>
+        this.client.graphql.aggregate().withClassName(cls).withWhere(this.kbWhere({ knowledgeBaseId })).withFields('meta { count }').do(),
+      );
+      count += (res.data?.Aggregate?.[cls]?.[0] as { meta?: { count?: number } } | undefined)?.meta?.count ?? 0;
+    }
+    return count;
   }
 
   private kbWhere(filter: IndexFilter): WhereFilter {
     return { path: ['knowledgeBaseId'], operator: 'Equal', valueText: filter.knowledgeBaseId };
   }
 
-  private toHits(className: string, res: any, scoreOf: (additional: any) => number): SearchHit[] {
-    return (res.data?.Get?.[className] ?? []).map((o: any) => ({
+  private toHits(className: string, res: { data?: { Get?: Record<string, ChunkRow[]> } }, scoreOf: (additional: ChunkRow['_additional']) => number): SearchHit[] {
+    return (res.data?.Get?.[className] ?? []).map((o) => ({
       id: o._additional.id,
       documentId: o.documentId,
       documentName: o.documentName,
@@ -262,14 +301,16 @@ export class VectorIndex {
 
   private async nearVector(className: string, target: 'dense' | 'sparse', filter: IndexFilter, vector: number[], limit: number): Promise<SearchHit[]> {
     await this.ensureClass(className);
-    const res = await this.client.graphql
-      .get()
-      .withClassName(className)
-      .withWhere(this.kbWhere(filter))
-      .withNearVector({ vector, targetVectors: [target] })
-      .withLimit(limit)
-      .withFields(`${HIT_FIELDS} _additional { id distance }`)
-      .do();
+    const res = await idempotent(() =>
+      this.client.graphql
+        .get()
+        .withClassName(className)
+        .withWhere(this.kbWhere(filter))
+        .withNearVector({ vector, targetVectors: [target] })
+        .withLimit(limit)
+        .withFields(`${HIT_FIELDS} _additional { id distance }`)
+        .do(),
+    );
     return this.toHits(className, res, (a) => 1 - Number(a.distance));
   }
 
@@ -287,28 +328,32 @@ export class VectorIndex {
   async searchBm25(className: string, filter: IndexFilter, analysedQuery: string, limit: number): Promise<SearchHit[]> {
     if (!analysedQuery.trim()) return [];
     await this.ensureClass(className);
-    const res = await this.client.graphql
-      .get()
-      .withClassName(className)
-      .withWhere(this.kbWhere(filter))
-      .withBm25({ query: analysedQuery, properties: ['bm25Text'] })
-      .withLimit(limit)
-      .withFields(`${HIT_FIELDS} _additional { id score }`)
-      .do();
+    const res = await idempotent(() =>
+      this.client.graphql
+        .get()
+        .withClassName(className)
+        .withWhere(this.kbWhere(filter))
+        .withBm25({ query: analysedQuery, properties: ['bm25Text'] })
+        .withLimit(limit)
+        .withFields(`${HIT_FIELDS} _additional { id score }`)
+        .do(),
+    );
     return this.toHits(className, res, (a) => Number(a.score));
   }
 
   /** Weaviate's own hybrid query (BM25 + dense, relative-score fusion): the benchmark's baseline. */
   async searchNativeHybrid(className: string, filter: IndexFilter, query: string, vector: number[], limit: number, alpha = 0.5): Promise<SearchHit[]> {
     await this.ensureClass(className);
-    const res = await this.client.graphql
-      .get()
-      .withClassName(className)
-      .withWhere(this.kbWhere(filter))
-      .withHybrid({ query, vector, alpha, targetVectors: ['dense'], properties: ['bm25Text'] })
-      .withLimit(limit)
-      .withFields(`${HIT_FIELDS} _additional { id score }`)
-      .do();
+    const res = await idempotent(() =>
+      this.client.graphql
+        .get()
+        .withClassName(className)
+        .withWhere(this.kbWhere(filter))
+        .withHybrid({ query, vector, alpha, targetVectors: ['dense'], properties: ['bm25Text'] })
+        .withLimit(limit)
+        .withFields(`${HIT_FIELDS} _additional { id score }`)
+        .do(),
+    );
     return this.toHits(className, res, (a) => Number(a.score));
   }
 }

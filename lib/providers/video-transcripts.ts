@@ -1,4 +1,5 @@
 import { XMLParser } from 'fast-xml-parser';
+import { readBoundedBody } from './web-fetch.js';
 
 /**
  * Transcripts of videos on a video platform: a video URL document is digitized from its
@@ -25,7 +26,7 @@ export interface VideoTranscriptSource {
   fetchTranscript(url: string): Promise<VideoTranscript>;
 }
 
-const ID = /^[A-Za-z0-9_-]{6,20}$/;
+const ID = /^[\w-]{6,20}$/;
 
 export function youTubeVideoId(url: string): string | null {
   let u: URL;
@@ -79,13 +80,18 @@ export class YouTubeTranscripts implements VideoTranscriptSource {
     return fetch(`${this.options.baseUrl}${path}`, { signal: AbortSignal.timeout(this.options.timeoutMs ?? 30_000), redirect: 'follow' });
   }
 
+  /** A platform answer's text, at most 16 MiB (a caption track is far smaller). */
+  private async text(res: Response): Promise<string> {
+    return (await readBoundedBody(res, 16 * 1024 * 1024, () => new TranscriptUnavailable('the video platform answered with more than 16 MiB'))).toString('utf8');
+  }
+
   async fetchTranscript(url: string): Promise<VideoTranscript> {
     const videoId = this.videoId(url);
     if (!videoId) throw new TranscriptUnavailable(`${url} is not a video URL this service can read`);
     const list = await this.get(`/api/timedtext?type=list&v=${videoId}`);
     if (list.status >= 500) throw new Error(`the video platform answered ${list.status}`);
     if (!list.ok) throw new TranscriptUnavailable(`the video platform has no captions for ${videoId} (HTTP ${list.status})`);
-    const tracks: Array<{ lang_code?: string; name?: string; lang_default?: string; kind?: string }> = parser.parse(await list.text())?.transcript_list?.track ?? [];
+    const tracks: Array<{ lang_code?: string; name?: string; lang_default?: string; kind?: string }> = parser.parse(await this.text(list))?.transcript_list?.track ?? [];
     if (tracks.length === 0) throw new TranscriptUnavailable(`video ${videoId} has no transcript`);
     const preferred = this.options.language;
     const track = tracks.find((t) => preferred && t.lang_code === preferred) ?? tracks.find((t) => t.lang_default === 'true') ?? tracks[0]!;
@@ -95,7 +101,7 @@ export class YouTubeTranscripts implements VideoTranscriptSource {
     const res = await this.get(`/api/timedtext?${query}`);
     if (res.status >= 500) throw new Error(`the video platform answered ${res.status}`);
     if (!res.ok) throw new TranscriptUnavailable(`the transcript of ${videoId} could not be read (HTTP ${res.status})`);
-    const lines = (parser.parse(await res.text())?.transcript?.text ?? []).map((t: { start?: string; dur?: string; '#text'?: string | number } | string) =>
+    const lines = (parser.parse(await this.text(res))?.transcript?.text ?? []).map((t: { start?: string; dur?: string; '#text'?: string | number } | string) =>
       typeof t === 'string' ? { start: 0, dur: 0, text: t } : { start: Number(t.start ?? 0), dur: Number(t.dur ?? 0), text: String(t['#text'] ?? '') },
     );
     const text = transcriptToText(lines);
@@ -103,7 +109,7 @@ export class YouTubeTranscripts implements VideoTranscriptSource {
     let title: string | null = null;
     try {
       const meta = await this.get(`/oembed?format=json&url=${encodeURIComponent(`https://www.youtube.com/watch?v=${videoId}`)}`);
-      if (meta.ok) title = ((await meta.json()) as { title?: string }).title ?? null;
+      if (meta.ok) title = (JSON.parse(await this.text(meta)) as { title?: string }).title ?? null;
     } catch {
       // The title is a nicety: the URL stays the name without it.
     }

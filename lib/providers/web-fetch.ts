@@ -15,6 +15,7 @@
  *   into the document's processing_error.
  */
 import dns from 'node:dns';
+import fsp from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
@@ -60,6 +61,10 @@ export interface FetchPageOptions {
   /** Redirects followed at most. Default 5. */
   maxRedirects?: number;
   userAgent?: string;
+  /** Further request headers (e.g. a consent cookie for a platform's own pages). */
+  headers?: Record<string, string>;
+  /** The Accept header (default: HTML and text first). */
+  accept?: string;
 }
 
 export interface FetchedPage {
@@ -70,7 +75,7 @@ export interface FetchedPage {
   body: Buffer;
 }
 
-export const fetchDefaults = {
+const fetchDefaults = {
   maxBytes: 10 * 1024 * 1024,
   timeoutMs: 20_000,
   maxRedirects: 5,
@@ -259,7 +264,7 @@ async function vetHost(url: URL, original: string, options: FetchPageOptions): P
 }
 
 /** One request to the vetted addresses; resolves with the response head. */
-function requestOnce(url: URL, vetted: Vetted[], options: Required<Pick<FetchPageOptions, 'userAgent'>>, signal: AbortSignal) {
+function requestOnce(url: URL, vetted: Vetted[], options: { userAgent: string; accept?: string; headers?: Record<string, string> }, signal: AbortSignal) {
   const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
   const isHttps = url.protocol === 'https:';
   const lookup = (
@@ -277,9 +282,10 @@ function requestOnce(url: URL, vetted: Vetted[], options: Required<Pick<FetchPag
     path: `${url.pathname}${url.search}`,
     method: 'GET',
     headers: {
+      ...options.headers,
       host: url.host,
       'user-agent': options.userAgent,
-      accept: 'text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5',
+      accept: options.accept ?? 'text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5',
       'accept-encoding': 'gzip, deflate, br',
     },
     agent: false,
@@ -295,7 +301,18 @@ function requestOnce(url: URL, vetted: Vetted[], options: Required<Pick<FetchPag
   });
 }
 
-async function readBody(res: http.IncomingMessage, original: string, maxBytes: number): Promise<Buffer> {
+/** Where a body goes: collected in memory, or written to a file as it arrives. */
+interface BodySink<T> {
+  write(chunk: Buffer): void | Promise<void>;
+  finish(total: number): T | Promise<T>;
+}
+
+function memorySink(): BodySink<Buffer> {
+  const chunks: Buffer[] = [];
+  return { write: (c) => void chunks.push(c), finish: (total) => Buffer.concat(chunks, total) };
+}
+
+async function readBody<T>(res: http.IncomingMessage, original: string, maxBytes: number, sink: BodySink<T>): Promise<T> {
   const tooLarge = () =>
     new FetchRefused('too_large', original, `Refused to fetch ${original}: the response is larger than ${maxBytes} bytes`);
   const declared = Number(res.headers['content-length']);
@@ -310,7 +327,6 @@ async function readBody(res: http.IncomingMessage, original: string, maxBytes: n
     : encoding === 'br' ? zlib.createBrotliDecompress()
     : null;
   const source: Readable = decoder ? pipeline(res, decoder, () => {}) : res;
-  const chunks: Buffer[] = [];
   let total = 0;
   for await (const chunk of source) {
     const buf = chunk as Buffer;
@@ -320,12 +336,19 @@ async function readBody(res: http.IncomingMessage, original: string, maxBytes: n
       decoder?.destroy();
       throw tooLarge();
     }
-    chunks.push(buf);
+    await sink.write(buf);
   }
-  return Buffer.concat(chunks, total);
+  return sink.finish(total);
 }
 
-async function run(original: string, options: FetchPageOptions, signal: AbortSignal): Promise<FetchedPage> {
+interface Fetched<T> {
+  finalUrl: string;
+  status: number;
+  contentType: string;
+  body: T;
+}
+
+async function run<T>(original: string, options: FetchPageOptions, signal: AbortSignal, sink: () => BodySink<T>): Promise<Fetched<T>> {
   const maxRedirects = options.maxRedirects ?? fetchDefaults.maxRedirects;
   const maxBytes = options.maxBytes ?? fetchDefaults.maxBytes;
   const userAgent = options.userAgent ?? fetchDefaults.userAgent;
@@ -336,7 +359,7 @@ async function run(original: string, options: FetchPageOptions, signal: AbortSig
     if (signal.aborted) throw signal.reason;
     let res: http.IncomingMessage;
     try {
-      res = await requestOnce(url, vetted, { userAgent }, signal);
+      res = await requestOnce(url, vetted, { userAgent, accept: options.accept, headers: options.headers }, signal);
     } catch (err) {
       if (signal.aborted) throw signal.reason;
       throw networkError(original, url, err);
@@ -363,9 +386,9 @@ async function run(original: string, options: FetchPageOptions, signal: AbortSig
         hopUrl: url.href,
       });
     }
-    let body: Buffer;
+    let body: T;
     try {
-      body = await readBody(res, original, maxBytes);
+      body = await readBody(res, original, maxBytes, sink());
     } catch (err) {
       if (signal.aborted) throw signal.reason;
       if (err instanceof FetchRefused) throw err;
@@ -382,7 +405,25 @@ function networkError(original: string, url: URL, err: unknown) {
 }
 
 /** Fetches `url` safely (see the module comment); rejects with `FetchRefused`. */
-export async function fetchPage(url: string, options: FetchPageOptions = {}): Promise<FetchedPage> {
+export function fetchPage(url: string, options: FetchPageOptions = {}): Promise<FetchedPage> {
+  return bounded(url, options, memorySink);
+}
+
+/**
+ * The same safe fetch, with the body streamed into `destination` instead of memory (audio,
+ * media): the size bound applies as it is written. Answers the page's metadata and the byte count.
+ */
+export async function fetchToFile(url: string, destination: string, options: FetchPageOptions = {}): Promise<Omit<FetchedPage, 'body'> & { bytes: number }> {
+  const file = await fsp.open(destination, 'w');
+  try {
+    const fetched = await bounded(url, options, () => ({ write: async (c: Buffer) => void (await file.write(c)), finish: (total: number) => total }));
+    return { finalUrl: fetched.finalUrl, status: fetched.status, contentType: fetched.contentType, bytes: fetched.body };
+  } finally {
+    await file.close();
+  }
+}
+
+async function bounded<T>(url: string, options: FetchPageOptions, sink: () => BodySink<T>): Promise<Fetched<T>> {
   const timeoutMs = options.timeoutMs ?? fetchDefaults.timeoutMs;
   const controller = new AbortController();
   let timer: NodeJS.Timeout | undefined;
@@ -394,9 +435,44 @@ export async function fetchPage(url: string, options: FetchPageOptions = {}): Pr
     }, timeoutMs);
   });
   try {
-    return await Promise.race([run(url, options, controller.signal), timeout]);
+    return await Promise.race([run(url, options, controller.signal, sink), timeout]);
   } finally {
     clearTimeout(timer);
     if (!controller.signal.aborted) controller.abort(new Error('fetch finished'));
   }
+}
+
+/**
+ * The address checks of fetchPage for a URL that another service will fetch on a user's behalf
+ * (the scraping provider): http(s) only, and every address of its host allowed by `options`
+ * (private, loopback, link-local, ... refused as for a direct fetch). Rejects with FetchRefused.
+ * The provider follows redirects itself: what it reaches beyond the first host is its network's
+ * business, but it is never handed an address of ours to start from.
+ */
+export async function vetUrl(url: string, options: Pick<FetchPageOptions, 'allowPrivate' | 'allowLoopback'> = {}): Promise<void> {
+  const parsed = parseUrl(url, url);
+  checkScheme(parsed, url);
+  await vetHost(parsed, url, options);
+}
+
+/** A response body read up to `maxBytes` (the Content-Length first, then the bytes as they come); over it, `onTooLarge()` is thrown. */
+export async function readBoundedBody(res: Response, maxBytes: number, onTooLarge: () => Error): Promise<Buffer> {
+  const declared = Number(res.headers.get('content-length'));
+  if (Number.isFinite(declared) && declared > maxBytes) {
+    await res.body?.cancel().catch(() => undefined);
+    throw onTooLarge();
+  }
+  const parts: Buffer[] = [];
+  let size = 0;
+  if (res.body) {
+    for await (const chunk of res.body as AsyncIterable<Uint8Array>) {
+      size += chunk.length;
+      if (size > maxBytes) {
+        await res.body.cancel().catch(() => undefined);
+        throw onTooLarge();
+      }
+      parts.push(Buffer.from(chunk));
+    }
+  }
+  return Buffer.concat(parts, size);
 }

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { client, eventually, startApi, type Call, type HttpResult, type RunningApi } from '../support/system.js';
 import { newKnowledgeBase, newPartner, unique } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
+import { stopChannelSources } from '../support/channels.js';
 
 /**
  * Authentication and authorization of every knowledge-base endpoint (spec knowledge-base.md §5):
@@ -88,6 +89,8 @@ describe('API authentication and authorization', function () {
     documentId = doc.body.id;
   });
   after(async () => {
+    // Allowed syncs started channel-source workflows; no later test wants them.
+    if (api) await stopChannelSources(api.deps.temporal);
     await api?.close();
   });
 
@@ -108,6 +111,16 @@ describe('API authentication and authorization', function () {
   const documentCount = async () => {
     const row = await api.deps.db.knowledgeBase.findFirstOrThrow({ where: { name: kb, partner: { name: owner.name } } });
     return api.deps.db.document.count({ where: { knowledgeBaseId: row.id } });
+  };
+  /** A video-channel folder of the owner's KB, written as a synced source would be (no worker runs here). */
+  const channelFolder = async () => {
+    const row = await api.deps.db.knowledgeBase.findFirstOrThrow({ where: { name: kb, partner: { name: owner.name } } });
+    const name = unique('channel');
+    const f = await api.deps.db.folder.create({ data: { knowledgeBaseId: row.id, name, type: 'video_channel' } });
+    const source = await api.deps.db.channelSource.create({
+      data: { knowledgeBaseId: row.id, folderId: f.id, channelUrl: `@${name}`, aliasKind: 'handle', aliasKey: `handle:${name}`, status: 'synced', lastOutcome: 'synced', nextSyncAt: new Date(Date.now() + 86400_000) },
+    });
+    return { name, id: source.id };
   };
   /** A partner of its own, for endpoints that change or delete the partner. */
   const freshPartner = () => newPartner(http);
@@ -282,6 +295,29 @@ describe('API authentication and authorization', function () {
         const name = unique('folder');
         await http('POST', `/api/folders/${owner.name}/${kb}`, { key: admin, form: { name } });
         return { owner, path: `/api/folders/${owner.name}/${kb}/${name}`, unchanged: async () => assert.ok((await folderNames(owner.name, kb)).includes(name)) };
+      },
+    },
+    {
+      method: 'PATCH', path: '/api/folders/{partner}/{kb}/{folder}/channel', access: 'partner', ok: 200,
+      prepare: async () => {
+        const source = await channelFolder();
+        return {
+          owner,
+          path: `/api/folders/${owner.name}/${kb}/${source.name}/channel`,
+          call: { json: { model_tier: 'economy' } },
+          unchanged: async () => assert.equal((await api.deps.db.channelSource.findUniqueOrThrow({ where: { id: source.id } })).modelTier, 'standard'),
+        };
+      },
+    },
+    {
+      method: 'POST', path: '/api/folders/{partner}/{kb}/{folder}/sync', access: 'partner', ok: 202,
+      prepare: async () => {
+        const source = await channelFolder();
+        return {
+          owner,
+          path: `/api/folders/${owner.name}/${kb}/${source.name}/sync`,
+          unchanged: async () => assert.equal((await api.deps.db.channelSource.findUniqueOrThrow({ where: { id: source.id } })).status, 'synced'),
+        };
       },
     },
     {
@@ -530,6 +566,15 @@ describe('API authentication and authorization', function () {
       assertDetail(await http('GET', '/api/auth/me', bearer(badKey())), 401);
       assertDetail(await http('GET', '/api/auth/me', { headers: { Authorization: `Basic ${Buffer.from(`x:${owner.key}`).toString('base64')}` } }), 401);
       assertDetail(await http('GET', '/api/auth/me', { headers: { Authorization: owner.key } }), 401);
+    });
+
+    it('takes the same key in both headers, and refuses two different keys with 401 whichever is valid', async () => {
+      const same = await http('GET', '/api/auth/me', { key: owner.key, headers: { Authorization: `Bearer ${owner.key}` } });
+      assert.deepEqual(same.body, { partner: owner.name, isAdmin: false });
+      const two = await http('GET', '/api/auth/me', { key: owner.key, headers: { Authorization: `Bearer ${admin}` } });
+      assertDetail(two, 401);
+      assert.match(two.body.detail, /two different keys/);
+      assertDetail(await http('GET', `/api/knowledgebases/${owner.name}`, { key: other.key, headers: { Authorization: `Bearer ${owner.key}` } }), 401);
     });
 
     it('rejects an empty key, a key differing only in case, and the admin key with a suffix', async () => {

@@ -3,8 +3,8 @@ import crypto from 'node:crypto';
 import zlib from 'node:zlib';
 import { client, eventually, startWorker, useRunningSystem } from '../support/system.js';
 import { newKnowledgeBase, newPartner, unique } from '../support/fixtures.js';
-import { workflowIds } from '../../lib/temporal.js';
-import { documentFiles } from '../../lib/storage.js';
+import { documentWorkflowId } from '../../lib/contracts/document-pipeline.js';
+import { documentFiles } from '../../lib/platform/storage.js';
 import { WorkflowNotFoundError } from '@temporalio/client';
 
 /**
@@ -95,7 +95,7 @@ describe('document content (spec 4.4)', function () {
   async function idle(id: string) {
     await eventually(`workflow of ${id} to close`, async () => {
       try {
-        return (await system.api.deps.temporal.workflow.getHandle(workflowIds.document(id)).describe()).status.name !== 'RUNNING';
+        return (await system.api.deps.temporal.workflow.getHandle(documentWorkflowId(id)).describe()).status.name !== 'RUNNING';
       } catch (err) {
         return err instanceof WorkflowNotFoundError;
       }
@@ -192,7 +192,7 @@ describe('document content (spec 4.4)', function () {
     assert.equal(r.body.file_digitized, 'digitized.md');
     assert.equal(r.body.processing_error, null);
     assert.equal((await getContent(k, id, 'digitized')).body.content, v150);
-    let status = await limits(k);
+    const status = await limits(k);
     assert.equal(status.characters.consumed, 150);
     assert.equal(status.characters.reserved, 0);
 
@@ -223,7 +223,7 @@ describe('document content (spec 4.4)', function () {
     assert.equal(busy.status, 409, 'no update while the pending work waits');
     assert.match(busy.body.detail, /being processed/);
 
-    status = (await http('PATCH', `/api/knowledgebases/${k.partner.name}/${k.kb}/limits`, { key: k.partner.key, json: { character_limit: 1000 } })).body;
+    await http('PATCH', `/api/knowledgebases/${k.partner.name}/${k.kb}/limits`, { key: k.partner.key, json: { character_limit: 1000 } });
     const done = await processed(k, id, (d) => d.digitized_char_count === 300);
     assert.equal(done.processing_error, null);
     assert.equal((await getContent(k, id, 'digitized')).body.content, v300);
@@ -279,7 +279,7 @@ describe('document content (spec 4.4)', function () {
     assert.equal(status.characters.remaining, 0);
   });
 
-  it('a rewritten update removes the old vectors first and embeds only the new text, with no quota effect', async () => {
+  it('a rewritten update keeps the old vectors searchable until the new text is embedded, then only the new chunks remain, with no quota effect', async () => {
     const k = await newKnowledgeBase(http);
     const id = await upload(k, oldArticle, { name: 'lighthouse.md', asRewritten: true });
     const before = await processed(k, id, (d) => d.embedding_status === 'success');
@@ -297,7 +297,7 @@ describe('document content (spec 4.4)', function () {
       assert.ok(r.body.in_queues.includes('embedding'));
       assert.equal(r.body.file_rewritten, 'rewritten.md');
       assert.equal(r.body.final_rewrite_char_count, [...newArticle].length);
-      assert.deepEqual(await index.listDocumentChunkIndexes(id), [], 'existing vectors are cleaned first');
+      assert.equal((await index.listDocumentChunkIndexes(id)).length, before.embedding_chunk_count, 'the old version stays searchable until the new one is embedded');
       assert.equal((await getContent(k, id, 'rewritten')).body.content, newArticle);
       assert.equal((await limits(k)).characters.consumed, consumed, 'no quota effect');
       const busy = await putContent(k, id, 'rewritten', { content: 'another\n' });

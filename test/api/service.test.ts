@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import { client, startApi, type RunningApi } from '../support/system.js';
 import { freePort } from '../../scripts/stack.js';
 import { knowledgeBaseRoutes } from '../../api/knowledge-base/routes.js';
+import { testStack } from '../support/stack.js';
 
 describe('service endpoints: health and the OpenAPI document', () => {
   let api: RunningApi;
@@ -20,6 +21,22 @@ describe('service endpoints: health and the OpenAPI document', () => {
     assert.equal(typeof r.body.uptime_seconds, 'number');
   });
 
+  it('a path no route answers is a 404 in the error shape of the interface that owns its prefix', async () => {
+    const shapes: Array<[string, Record<string, unknown>]> = [
+      ['/api/nothing-here', { detail: 'no route for GET /api/nothing-here' }],
+      ['/v2/transcript/a/b/c', { error: 'no route for GET /v2/transcript/a/b/c' }],
+      ['/v2/audio/nothing', { error: 'no route for GET /v2/audio/nothing' }],
+      ['/v2/dialog_analyses/a/b', { message: 'no route for GET /v2/dialog_analyses/a/b' }],
+    ];
+    for (const [path, body] of shapes) {
+      const r = await http('GET', path);
+      assert.equal(r.status, 404, path);
+      assert.deepEqual(r.body, body, path);
+    }
+    const v3 = await http('GET', '/v3/nothing');
+    assert.equal(v3.body.detail.code, 'not_found');
+  });
+
   it('GET /health/deep reports Postgres, Temporal and Weaviate reachable', async () => {
     const r = await http('GET', '/health/deep');
     assert.equal(r.status, 200, JSON.stringify(r.body));
@@ -27,15 +44,18 @@ describe('service endpoints: health and the OpenAPI document', () => {
     for (const dep of ['postgres', 'temporal', 'weaviate']) assert.equal(r.body.checks[dep].ok, true, dep);
   });
 
-  it('GET /health/deep answers 503 naming the dependency that is down', async () => {
+  it('GET /health/deep answers 503 naming the dependency that is down (only ok / not ok without the administrator key)', async () => {
     const broken = await startApi({ WEAVIATE_URL: `http://127.0.0.1:${await freePort()}` });
     try {
       const r = await client(broken.url)('GET', '/health/deep');
       assert.equal(r.status, 503);
       assert.equal(r.body.status, 'degraded');
-      assert.equal(r.body.checks.weaviate.ok, false);
-      assert.equal(r.body.checks.postgres.ok, true);
-      assert.equal(typeof r.body.checks.weaviate.error, 'string');
+      assert.deepEqual(r.body.checks, { postgres: { ok: true }, temporal: { ok: true }, weaviate: { ok: false } });
+      const admin = await client(broken.url)('GET', '/health/deep', { key: testStack().adminApiKey });
+      assert.equal(admin.status, 503);
+      assert.equal(admin.body.checks.weaviate.ok, false);
+      assert.equal(typeof admin.body.checks.weaviate.error, 'string');
+      assert.equal(typeof admin.body.checks.postgres.latency_ms, 'number');
     } finally {
       await broken.close();
     }

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
-import { createDb, type Db } from '../../lib/db.js';
-import { reserve, settle } from '../../lib/budget/ledger.js';
+import { createDb, type Db } from '../../lib/platform/db.js';
+import { markUncertain, release, reserve, resolveUncertain, settle } from '../../lib/budget/ledger.js';
 import { sweepReservations } from '../../lib/budget/sweeper.js';
-import { connectTemporalClient } from '../../lib/temporal.js';
+import { budgetSweeperWorkflowType } from '../../lib/contracts/budget-sweeper.js';
+import { connectTemporalClient } from '../../lib/platform/temporal.js';
 import { testStack } from '../support/stack.js';
 import type { Client } from '@temporalio/client';
 
@@ -19,7 +20,7 @@ describe('budget admission under concurrency, and the reservation sweeper', func
     await temporal?.connection.close();
   });
 
-  async function newKb(data: { characterLimit?: bigint; tokenLimit?: bigint } = {}) {
+  async function newKb(data: { characterLimit?: bigint; tokenLimit?: bigint; dollarLimitUsd?: string } = {}) {
     const partner = await db.partner.create({ data: { name: `adm-${crypto.randomUUID()}`, keyHash: crypto.randomUUID() } });
     return db.knowledgeBase.create({ data: { partnerId: partner.id, name: 'kb', ...data } });
   }
@@ -42,9 +43,73 @@ describe('budget admission under concurrency, and the reservation sweeper', func
     assert.equal(second.filter((r) => r.admitted).length, 7); // 35 consumed, 35 left: 7 × 5
   });
 
+  it('racing clients on many KBs, decided together in shared batches, admit exactly what fits on each', async () => {
+    const kbs = await Promise.all(Array.from({ length: 8 }, () => newKb({ characterLimit: 50n })));
+    const attempts = kbs.flatMap((kb) =>
+      Array.from({ length: 12 }, (_, i) => reserve(db, { knowledgeBaseId: kb.id, operationKey: `many-${kb.id}-${i}`, workflowId: 'wf', category: 'digitization', bound: { characters: 10 } }).then((r) => ({ kb: kb.id, r }))),
+    );
+    const results = await Promise.all(attempts);
+    for (const kb of kbs) {
+      const mine = results.filter((x) => x.kb === kb.id);
+      assert.equal(mine.filter((x) => x.r.admitted).length, 5, 'five holds of 10 fit in 50 characters');
+      const row = await db.knowledgeBase.findUniqueOrThrow({ where: { id: kb.id } });
+      assert.equal(row.charactersHeld, 50n);
+    }
+  });
+
+  it('a faulty request fails alone: the others decided in its batch are answered', async () => {
+    const kb = await newKb({ characterLimit: 100n });
+    const ok = (i: number) => reserve(db, { knowledgeBaseId: kb.id, operationKey: `fine-${kb.id}-${i}`, workflowId: 'wf', category: 'digitization', bound: { characters: 10 } });
+    const results = await Promise.allSettled([
+      ok(0),
+      ok(1),
+      // Not a document id at all: PostgreSQL refuses the whole statement of its batch.
+      reserve(db, { knowledgeBaseId: kb.id, operationKey: `faulty-${kb.id}`, workflowId: 'wf', documentId: 'not-a-uuid', category: 'digitization', bound: { characters: 10 } }),
+      ok(2),
+      reserve(db, { knowledgeBaseId: crypto.randomUUID(), operationKey: `nowhere-${kb.id}`, workflowId: 'wf', category: 'digitization', bound: { characters: 10 } }),
+      ok(3),
+    ]);
+    assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'fulfilled', 'rejected', 'fulfilled', 'rejected', 'fulfilled']);
+    assert.ok(results.every((r) => r.status === 'rejected' || r.value.admitted));
+    assert.match(String((results[4] as PromiseRejectedResult).reason), /does not exist/);
+    const row = await db.knowledgeBase.findUniqueOrThrow({ where: { id: kb.id } });
+    assert.equal(row.charactersHeld, 40n, 'exactly the four good requests hold capacity');
+    assert.equal(await db.budgetReservation.count({ where: { operationKey: `faulty-${kb.id}` } }), 0);
+  });
+
+  it('racing settlements, releases, uncertain marks and resolutions of one KB keep its held counters equal to its holds', async () => {
+    const kb = await newKb({ tokenLimit: 1_000_000n });
+    const keys = Array.from({ length: 48 }, (_, i) => `mixed-${kb.id}-${i}`);
+    await Promise.all(keys.map((operationKey, i) => reserve(db, { knowledgeBaseId: kb.id, operationKey, workflowId: 'wf', category: 'rewrite', bound: { tokens: 10 + i, characters: i } })));
+    await Promise.all(
+      keys.map(async (k, i) => {
+        switch (i % 4) {
+          case 0:
+            return settle(db, k, { inputTokens: 5, outputTokens: 1, characters: 1 });
+          case 1:
+            return release(db, k);
+          case 2:
+            return markUncertain(db, k, 'lost');
+          default:
+            // settled and released at once: exactly one of them wins
+            return Promise.all([settle(db, k, { inputTokens: 2, outputTokens: 2 }), release(db, k)]);
+        }
+      }),
+    );
+    await Promise.all(keys.filter((_, i) => i % 4 === 2).map((k, j) => resolveUncertain(db, k, j % 2 ? { used: false } : { used: true, inputTokens: 3, outputTokens: 0 })));
+    const row = await db.knowledgeBase.findUniqueOrThrow({ where: { id: kb.id } });
+    const holds = await db.budgetReservation.findMany({ where: { knowledgeBaseId: kb.id, status: { in: ['pending', 'uncertain'] } } });
+    assert.equal(row.tokensHeld, holds.reduce((a, h) => a + h.tokens, 0n));
+    assert.equal(row.charactersHeld, holds.reduce((a, h) => a + h.characters, 0n));
+    assert.equal(row.uncertainHolds, holds.filter((h) => h.status === 'uncertain').length);
+    assert.equal(holds.length, 0, 'every hold was resolved one way or the other');
+    const events = await db.usageEvent.findMany({ where: { knowledgeBaseId: kb.id } });
+    assert.equal(row.tokensConsumed, events.reduce((a, e) => a + (e.inputTokens ?? 0n) + (e.outputTokens ?? 0n), 0n), 'the ledger balances');
+  });
+
   it('the sweeper releases holds of closed workflows and keeps those of running ones', async () => {
     const kb = await newKb({ characterLimit: 100n });
-    const running = await temporal.workflow.start('budgetSweeper', {
+    const running = await temporal.workflow.start(budgetSweeperWorkflowType, {
       // Any workflow that stays open will do; the sweeper type sleeps between rounds. Its activities
       // are not served on this queue, so it just stays open.
       taskQueue: `nobody-${crypto.randomUUID()}`,
@@ -76,5 +141,33 @@ describe('budget admission under concurrency, and the reservation sweeper', func
     await reserve(db, { knowledgeBaseId: kb.id, operationKey: key, workflowId: `document-${crypto.randomUUID()}`, category: 'digitization', bound: { characters: 1 } });
     await sweepReservations(db, temporal, 3600);
     assert.equal((await db.budgetReservation.findUniqueOrThrow({ where: { operationKey: key } })).status, 'pending');
+  });
+  it('an admission that requires headroom is refused by any exhausted limit or uncertain hold, whatever its bound', async () => {
+    const ask = (kbId: string) => reserve(db, { knowledgeBaseId: kbId, operationKey: `headroom-${crypto.randomUUID()}`, workflowId: 'wf', category: 'discovery', bound: {}, requireHeadroom: true });
+    // No limit at all: always room.
+    assert.equal((await ask((await newKb()).id)).admitted, true);
+    // A zero bound is admitted without the condition, even on a used-up KB.
+    const full = await newKb({ characterLimit: 0n });
+    assert.equal((await reserve(db, { knowledgeBaseId: full.id, operationKey: `zero-${crypto.randomUUID()}`, workflowId: 'wf', category: 'discovery', bound: {} })).admitted, true);
+    const refusal = await ask(full.id);
+    assert.equal(!refusal.admitted && refusal.reason, 'character_limit_exhausted');
+
+    const tokens = await newKb({ tokenLimit: 100n });
+    assert.equal((await ask(tokens.id)).admitted, true);
+    await reserve(db, { knowledgeBaseId: tokens.id, operationKey: `t-${crypto.randomUUID()}`, workflowId: 'wf', category: 'rewrite', bound: { tokens: 100 } });
+    const held = await ask(tokens.id);
+    assert.equal(!held.admitted && held.reason, 'token_limit_exhausted', 'a pending hold uses the capacity up');
+
+    const dollars = await newKb({ dollarLimitUsd: '0.5' });
+    await reserve(db, { knowledgeBaseId: dollars.id, operationKey: `d-${crypto.randomUUID()}`, workflowId: 'wf', category: 'digitization', bound: { dollars: '0.5' } });
+    const broke = await ask(dollars.id);
+    assert.equal(!broke.admitted && broke.reason, 'dollar_limit_exhausted');
+
+    const uncertain = await newKb({ characterLimit: 1000n });
+    const key = `u-${crypto.randomUUID()}`;
+    await reserve(db, { knowledgeBaseId: uncertain.id, operationKey: key, workflowId: 'wf', category: 'rewrite', bound: { tokens: 10 } });
+    assert.equal(await settle(db, key, { inputTokens: null, outputTokens: null }), 'uncertain');
+    const unresolved = await ask(uncertain.id);
+    assert.equal(!unresolved.admitted && unresolved.reason, 'unresolved_provider_outcome');
   });
 });

@@ -5,13 +5,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse, parseDocument } from 'yaml';
-import { searchAttributeDeclarations } from '../../lib/search-attributes.js';
+import { searchAttributeDeclarations } from '../../lib/contracts/search-attributes.js';
 
 /**
  * docker-compose.temporal.yml and the Dockerfile, checked without a Docker engine.
  *
  * The validator is Docker Compose itself, in its Python implementation (Debian package
- * `docker-compose`, 1.29, listed in scripts/apt-packages.txt): `config` loads the file the way
+ * `docker-compose`, 1.29, listed in scripts/dev-packages.txt): `config` loads the file the way
  * `up` would — Compose-spec JSON Schema, variable interpolation, `${VAR:?}` checks, anchors and
  * merge keys, references between services and volumes — and prints the resolved model, which
  * these tests then read. It needs no daemon. Every file in this deployment uses only syntax that
@@ -28,7 +28,11 @@ const requiredEnv = {
   ADMIN_API_KEY: 'compose-test-admin-key-0123456789',
 };
 
-/** Every setting the API and the worker validate at start-up (lib/config.ts). */
+/**
+ * The settings a deployment sets for the API and the worker (lib/platform/config.ts): where the
+ * infrastructure is, its secrets, and the remote services and models; every other setting keeps
+ * its documented default unless an operator adds it.
+ */
 const appSettings = [
   'DATABASE_URL',
   'TEMPORAL_ADDRESS',
@@ -40,11 +44,26 @@ const appSettings = [
   'OPENAI_BASE_URL',
   'OPENAI_API_KEY',
   'STORAGE_DIR',
+  'EMBEDDING_MODEL',
+  'TRANSCRIPTION_MODEL',
+  'SPEECH_MODEL',
+  'DIALOG_ANALYSIS_MODEL',
+  'VIDEO_DATA_API_KEY',
+  'SCRAPER_BASE_URL',
+  'SCRAPER_API_KEY',
+  'VOICE_JOB_BASE_URL',
+  'VOICE_JOB_API_KEY',
+  'VOICE_JOB_FILES_BASE_URL',
+  'RERANK_BASE_URL',
+  'RERANK_MODEL',
+  'RERANK_API_KEY',
+  'METRICS_API_KEY',
 ];
 
 const expectedSearchAttributes = [
   'BudgetBlocked=Bool',
   'DocumentId=Keyword',
+  'JobStatus=Keyword',
   'KnowledgeBaseId=Keyword',
   'Partner=Keyword',
   'PipelineStatus=Keyword',
@@ -130,7 +149,7 @@ describe('deployment: docker-compose.temporal.yml and Dockerfile', function () {
     if (probe.error || probe.status !== 0) {
       throw new Error(
         'docker-compose is not installed. It is the validator of this suite: install the Debian package ' +
-          '`docker-compose` (listed in scripts/apt-packages.txt), e.g. `apt-get install -y docker-compose`.',
+          '`docker-compose` (listed in scripts/dev-packages.txt), e.g. `apt-get install -y docker-compose`.',
       );
     }
     scratch = mkdtempSync(path.join(os.tmpdir(), 'compose-test-'));
@@ -265,7 +284,7 @@ describe('deployment: docker-compose.temporal.yml and Dockerfile', function () {
       assert.ok(services.weaviate?.environment && 'AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED' in services.weaviate.environment);
     });
 
-    it('registers exactly the five custom search attributes in the admin-tools job', function () {
+    it('registers exactly the custom search attributes the workflows declare in the admin-tools job', function () {
       const job = services['temporal-admin-tools'];
       assert.ok(job, 'no admin-tools job');
       assert.match(job.image ?? '', /^temporalio\/admin-tools:/);
@@ -340,11 +359,13 @@ describe('deployment: docker-compose.temporal.yml and Dockerfile', function () {
       assert.deepEqual([...new Set(external)], ['node:24-bookworm-slim']);
     });
 
-    it('installs the runtime Debian packages, generates the Prisma client and drops root', function () {
+    it('installs exactly scripts/runtime-packages.txt in the runtime stage, generates the Prisma client and drops root', function () {
       const all = instructions().join('\n');
-      for (const pkg of ['ffmpeg', 'tesseract-ocr', 'pocketsphinx', 'pocketsphinx-en-us', 'flite']) {
-        assert.match(all, new RegExp(`apt-get install[^\\n]*\\s${pkg}(\\s|$)`), `${pkg} is not installed`);
-      }
+      const runtime = all.slice(all.indexOf('\nFROM base AS runtime'));
+      // The list the setup script installs, copied in and installed whole; no package named on the side but tini.
+      assert.match(runtime, /^COPY scripts\/runtime-packages\.txt (\S+)$/m);
+      const install = runtime.split('\n').find((l) => /apt-get install/.test(l)) ?? '';
+      assert.match(install, /grep -v '\^#' \/tmp\/runtime-packages\.txt \| xargs apt-get install -y --no-install-recommends tini /);
       assert.match(all, /npm ci --omit=dev/);
       assert.match(all, /scripts\/prisma\.sh generate/);
       const lastStage = all.slice(all.lastIndexOf('\nFROM '));

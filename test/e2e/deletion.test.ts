@@ -3,7 +3,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { client, eventually, useRunningSystem } from '../support/system.js';
 import { newKnowledgeBase } from '../support/fixtures.js';
-import { workflowIds } from '../../lib/temporal.js';
+import { documentWorkflowId } from '../../lib/contracts/document-pipeline.js';
+import { deletionWorkflowId } from '../../lib/contracts/deletion.js';
 
 function longDocument(paragraphs: number): string {
   return Array.from({ length: paragraphs }, (_, i) => `Entry ${i}: the harbour master logged vessel ${i} arriving with ${i % 40} crates of pepper at berth ${i % 9}.`).join('\n\n');
@@ -65,12 +66,12 @@ describe('deletion leaves nothing behind', function () {
     const res = await http('DELETE', `/api/documents/${f.partner.name}/${f.kb}/${f.id}`, { key: f.partner.key });
     assert.equal(res.status, 200);
     assert.ok(['deleted', 'delete_pending'].includes(res.body.status));
-    if (res.body.status === 'delete_pending') assert.equal(res.body.deletion_workflow_id, workflowIds.deleteDocument(f.id));
+    if (res.body.status === 'delete_pending') assert.equal(res.body.deletion_workflow_id, deletionWorkflowId.document(f.id));
     // From the moment of the DELETE the document is invisible to search.
     assert.ok((await search(f, 'harbour master pepper')).body.combined_results.every((r: { document_id: string }) => r.document_id !== f.id));
 
-    await system.api.deps.temporal.workflow.getHandle(workflowIds.deleteDocument(f.id)).result();
-    const pipeline = await system.api.deps.temporal.workflow.getHandle(workflowIds.document(f.id)).describe();
+    await system.api.deps.temporal.workflow.getHandle(deletionWorkflowId.document(f.id)).result();
+    const pipeline = await system.api.deps.temporal.workflow.getHandle(documentWorkflowId(f.id)).describe();
     assert.ok(['CANCELLED', 'COMPLETED'].includes(pipeline.status.name), pipeline.status.name);
     await assertGone(f.id);
     // Nothing arrives late either.

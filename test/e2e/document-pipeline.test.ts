@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { client, eventually, startWorker, useRunningSystem } from '../support/system.js';
 import { newKnowledgeBase } from '../support/fixtures.js';
-import { workflowIds } from '../../lib/temporal.js';
+import { documentWorkflowId, progressQuery } from '../../lib/contracts/document-pipeline.js';
 
 const article = `# Lighthouse keeping
 
@@ -43,8 +43,13 @@ describe('document pipeline, end to end through Temporal', function () {
     assert.ok(failed.digitized_char_count > 0, 'the digitized text is kept');
     assert.equal(failed.file_rewritten, null);
     assert.deepEqual(failed.in_queues, []);
-    const progress = await system.api.deps.temporal.workflow.getHandle(workflowIds.document(created.body.id)).query('progress');
-    assert.deepEqual(progress, { status: 'failed', currentStep: 'rewrite', completedSteps: ['digitize'], lastError: failed.processing_error }, 'the workflow waits for retry at the rewrite step');
+    // The run records the error on the document first and turns `failed` once that activity has
+    // returned: wait on the workflow's own progress.
+    const progress = await eventually('the run to wait for retry', async () => {
+      const p = await system.api.deps.temporal.workflow.getHandle(documentWorkflowId(created.body.id)).query(progressQuery);
+      return p.status === 'failed' ? p : null;
+    });
+    assert.deepEqual(progress, { status: 'failed', generation: 1, budgetRechecks: 0, currentStep: 'rewrite', completedSteps: ['digitize'], lastError: failed.processing_error }, 'the workflow waits for retry at the rewrite step');
   });
 
   it('uploads a Markdown file, processes it to an embedded document and finds it by search', async () => {
@@ -80,8 +85,11 @@ describe('document pipeline, end to end through Temporal', function () {
     }
     assert.equal(done.embedding_bm25_language_counts.eng, done.embedding_chunk_count);
 
-    const kbs = await http('GET', `/api/knowledgebases/${partner.name}`, { key: partner.key });
-    assert.equal(kbs.body.find((k: { name: string }) => k.name === kb).embedding_status, 'success');
+    // The KB's status is refreshed by the embedding activity just after it marks the document: wait on the KB itself.
+    await eventually('the KB embedding status', async () => {
+      const kbs = await http('GET', `/api/knowledgebases/${partner.name}`, { key: partner.key });
+      return kbs.body.find((k: { name: string }) => k.name === kb).embedding_status === 'success';
+    });
 
     const search = await http('POST', '/api/rag-test/search', { key: partner.key, json: { partner: partner.name, kb, user_message: 'how often was the fog horn sounded?' } });
     assert.equal(search.status, 200, JSON.stringify(search.body));
@@ -125,7 +133,7 @@ describe('document pipeline, end to end through Temporal', function () {
       return d.body.embedding_status === 'in_progress' && (await system.api.deps.index.countDocumentChunks(id)) > 0;
     });
     await system.worker.kill('SIGKILL');
-    const described = await system.api.deps.temporal.workflow.getHandle(workflowIds.document(id)).describe();
+    const described = await system.api.deps.temporal.workflow.getHandle(documentWorkflowId(id)).describe();
     assert.equal(described.status.name, 'RUNNING');
     assert.notEqual((await documentOf(partner.name, kb, id, partner.key)).body.embedding_status, 'success');
 
@@ -141,7 +149,7 @@ describe('document pipeline, end to end through Temporal', function () {
     const indexes = await system.api.deps.index.listDocumentChunkIndexes(id);
     assert.equal(indexes.length, done.embedding_chunk_count, 'no chunk is written twice');
     assert.deepEqual([...indexes].sort((x, y) => x - y), Array.from({ length: done.embedding_chunk_count }, (_, i) => i));
-    const result = await system.api.deps.temporal.workflow.getHandle(workflowIds.document(id)).result();
+    const result = await system.api.deps.temporal.workflow.getHandle(documentWorkflowId(id)).result();
     assert.equal(result.status, 'completed');
   });
 });

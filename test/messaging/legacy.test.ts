@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { chatCompletion, startOpenAiUpstream, type OpenAiUpstream, type UpstreamCall } from '../support/openai-upstream.js';
 import { newQuotaKey } from './support.js';
+import { legacyCompletionWorkflowId } from '../../lib/contracts/legacy-completion.js';
 
 /** Legacy /v2/completions: request, poll, retention, failures, keys. */
 describe('messaging v2: legacy completions (deprecated)', function () {
@@ -10,13 +11,14 @@ describe('messaging v2: legacy completions (deprecated)', function () {
   let worker: RunningWorker;
   let http: ReturnType<typeof client>;
   let key: string;
+  let env: Record<string, string>;
 
   const echo = (call: UpstreamCall) => ({ json: chatCompletion(call, `echo: ${call.body.messages.at(-1).content}`) });
 
   before(async function () {
     this.timeout(120_000);
     upstream = await startOpenAiUpstream(echo);
-    const env = { OPENAI_BASE_URL: upstream.baseUrl, LEGACY_COMPLETION_RETENTION_SECONDS: '4', LEGACY_COMPLETION_MODEL: 'legacy-model' };
+    env = { OPENAI_BASE_URL: upstream.baseUrl, LEGACY_COMPLETION_RETENTION_SECONDS: '4', LEGACY_COMPLETION_MODEL: 'legacy-model' };
     api = await startApi(env);
     worker = await startWorker(env);
     http = client(api.url);
@@ -52,7 +54,7 @@ describe('messaging v2: legacy completions (deprecated)', function () {
     const sent = upstream.callsTo('/v1/chat/completions').at(-1)!.body;
     assert.equal(sent.model, 'legacy-model');
     assert.deepEqual(sent.messages[0], { role: 'system', content: 'You are Keeper, keeper of Skerryvore.' });
-    const description = await api.deps.temporal.workflow.getHandle(`legacy-completion-${id}`).describe();
+    const description = await api.deps.temporal.workflow.getHandle(legacyCompletionWorkflowId(id)).describe();
     assert.equal(description.type, 'legacyCompletion');
     await eventually('the result to expire', async () => (await http('GET', res.body.id, { headers: { 'X-Api-Key': key } })).status === 404, 20_000);
     const gone = await http('GET', res.body.id, { headers: { 'X-Api-Key': key } });
@@ -70,6 +72,25 @@ describe('messaging v2: legacy completions (deprecated)', function () {
     });
     assert.equal(failed.output, null);
     assert.match(failed.error, /down/);
+  });
+
+  it('a worker killed while the model call is in flight: the call is not made again, the completion fails saying why, and its hold is charged', async () => {
+    const token = `lost-${Date.now()}`;
+    upstream.respond((call) => ({ json: chatCompletion(call, 'too late'), delayMs: JSON.stringify(call.body).includes(token) ? 30_000 : 0 }));
+    const calls = () => upstream.callsTo('/v1/chat/completions').filter((c) => JSON.stringify(c.body).includes(token)).length;
+    const res = await http('POST', '/v2/completions', { headers: { 'X-Api-Key': key }, json: { input: { messages: [{ role: 'user', content: token }] } } });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    await eventually('the model call to be in flight', async () => calls() === 1);
+    await worker.kill('SIGKILL');
+    worker = await startWorker(env);
+    const failed = await eventually('the completion to fail', async () => {
+      const r = await http('GET', res.body.id, { headers: { 'X-Api-Key': key } });
+      return r.body.state === 'failed' ? r.body : null;
+    }, 90_000);
+    assert.match(failed.error, /worker was lost while the model call was in flight; it was not repeated/);
+    assert.equal(calls(), 1, 'the model was asked once');
+    const hold = await api.deps.db.quotaReservation.findUnique({ where: { operationKey: `legacy-completion-${res.body.id.split('/').at(-1)}` } });
+    assert.equal(hold?.status, 'settled');
   });
 
   it('needs a legacy (or any) quota key; other keys cannot read it', async () => {

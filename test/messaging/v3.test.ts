@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import pg from 'pg';
 import { client, eventually, startApi, type RunningApi } from '../support/system.js';
 import { chatCompletion, startOpenAiUpstream, type OpenAiUpstream, type UpstreamCall } from '../support/openai-upstream.js';
 import { testStack } from '../support/stack.js';
@@ -27,7 +28,7 @@ describe('messaging v3: chat completions and responses through the openai client
 
   before(async () => {
     upstream = await startOpenAiUpstream(defaultResponder);
-    api = await startApi({ OPENAI_BASE_URL: upstream.baseUrl, OPENAI_API_KEY: 'provider-secret', MESSAGING_SSE_KEEPALIVE_MS: '150' });
+    api = await startApi({ OPENAI_BASE_URL: upstream.baseUrl, OPENAI_API_KEY: 'provider-secret', MESSAGING_SSE_KEEPALIVE_MS: '150', MESSAGING_SERVER_TIMING: 'true' });
     http = client(api.url);
     ({ key } = await newQuotaKey(http));
     openai = v3Client(api.url, key);
@@ -117,13 +118,22 @@ describe('messaging v3: chat completions and responses through the openai client
       assert.equal(bearer.status, 200, JSON.stringify(bearer.body));
       const header = await http('POST', '/v3/chat/completions', { json: body, headers: { 'X-API-Key': key } });
       assert.equal(header.status, 200, JSON.stringify(header.body));
+      const other = await newQuotaKey(http, { quota_type: 'chat', token_amount: 10_000 });
+      const both = await http('POST', '/v3/chat/completions', { json: body, headers: { Authorization: `Bearer ${key}`, 'X-API-Key': other.key } });
+      assert.equal(both.status, 401);
+      assert.equal(both.body.detail.code, 'invalid_api_key');
+      assert.match(both.body.detail.message, /two different keys/);
     });
 
     it('lists keys with their usage and never the key; a revoked key is refused', async () => {
       const created = await newQuotaKey(http, { quota_type: 'chat', token_amount: 10_000 });
       const c = v3Client(api.url, created.key);
       await c.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'count me' }], max_tokens: 20 });
-      const list = await http('GET', '/api/quota-keys', { key: testStack().adminApiKey });
+      // The answer does not wait for the settlement: it lands a moment later.
+      const list = await eventually('the settlement', async () => {
+        const l = await http('GET', '/api/quota-keys', { key: testStack().adminApiKey });
+        return l.body.find((k: { id: string }) => k.id === created.id)?.tokens_reserved === 0 && l;
+      });
       assert.equal(list.status, 200);
       assert.ok(!JSON.stringify(list.body).includes(created.key), 'no listing shows a key');
       const mine = list.body.find((k: { id: string }) => k.id === created.id);
@@ -223,8 +233,11 @@ describe('messaging v3: chat completions and responses through the openai client
       assertError(res, 502, 'upstream_error', '/v3/chat/completions');
       assert.equal(res.body.error.message, 'model exploded');
       await assert.rejects(v3Client(api.url, k.key).responses.create({ model: 'm', input: 'x' }), (e: any) => e.status === 502 && /model exploded/.test(e.message));
-      const list = await http('GET', '/api/quota-keys', { key: testStack().adminApiKey });
-      const mine = list.body.find((x: { id: string }) => x.id === k.id);
+      const mine = await eventually('the holds to be released', async () => {
+        const list = await http('GET', '/api/quota-keys', { key: testStack().adminApiKey });
+        const found = list.body.find((x: { id: string }) => x.id === k.id);
+        return found?.tokens_reserved === 0 && found;
+      });
       assert.equal(mine.tokens_consumed, 0, 'a request the model never answered costs nothing');
       assert.equal(mine.tokens_reserved, 0);
     });
@@ -283,6 +296,167 @@ describe('messaging v3: chat completions and responses through the openai client
     });
   });
 
+  describe('relaying streams as the provider sends them', () => {
+    const streamOf = async (k: string, body: Record<string, unknown>, path = '/v3/chat/completions') => {
+      const res = await fetch(`${api.url}${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${k}` }, body: JSON.stringify(body) });
+      assert.equal(res.status, 200);
+      return res.text();
+    };
+    const dataOf = (text: string) => text.split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => e.slice(6));
+
+    it('events split across network reads, with CRLF line ends, arrive whole and in order', async () => {
+      const chunk = (content: string) => JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content }, finish_reason: null }] });
+      const wire = `data: ${chunk('Hel')}\r\n\r\ndata: ${chunk('lo, ')}\r\n\r\ndata: ${chunk('wörld')}\r\n\r\n`;
+      // Cut in the middle of a line, between the CR and the LF of a line end, and inside the blank line that ends an event.
+      const cuts = [17, wire.indexOf('\r\n\r\n') + 1, wire.indexOf('ö') + 1, wire.length - 3];
+      const pieces = [0, ...cuts].map((from, i, all) => wire.slice(from, all[i + 1] ?? wire.length));
+      upstream.respond(() => ({ sse: [...pieces, 'data: [DONE]\r\n\r\n'], eventDelayMs: 30, done: false }));
+      const text = await streamOf(key, { model: 'm', messages: [{ role: 'user', content: 'x' }], stream: true });
+      const data = dataOf(text);
+      assert.equal(data.at(-1), '[DONE]');
+      assert.equal(data.slice(0, -1).map((d) => JSON.parse(d).choices[0].delta.content).join(''), 'Hello, wörld');
+    });
+
+    it('an error event in the middle of a chat stream: the chunks before it, then the error', async () => {
+      upstream.respond((call) => {
+        const chunks = chatChunks(call, 'one two three').slice(0, 3);
+        return { sse: [...chunks, { error: { message: 'the model went away', type: 'server_error', code: 'overloaded' } }], eventDelayMs: 5 };
+      });
+      const text = await streamOf(key, { model: 'm', messages: [{ role: 'user', content: 'x' }], stream: true });
+      const data = dataOf(text);
+      assert.equal(data.slice(0, -1).map((d) => JSON.parse(d).choices[0].delta.content ?? '').join(''), 'one two ');
+      assert.deepEqual(JSON.parse(data.at(-1)!).error, { message: 'the model went away', type: 'server_error', code: 'overloaded', param: null });
+      assert.ok(!text.includes('[DONE]'));
+    });
+
+    it('an error event in the middle of a responses stream ends it with an error event numbered after the last', async () => {
+      upstream.respond((call) => ({ sse: [...responseEvents(call, 'The answer.').slice(0, 4), { type: 'error', code: 'overloaded', message: 'the model went away', sequence_number: 4 }], named: true, done: false }));
+      const text = await streamOf(key, { model: 'm', input: 'x', stream: true }, '/v3/responses');
+      const events = text.split('\n\n').filter(Boolean).map((e) => ({ type: /^event: (.*)$/m.exec(e)?.[1], data: JSON.parse(/^data: (.*)$/m.exec(e)![1]!) }));
+      assert.deepEqual(events.slice(0, 4).map((e) => e.type), ['response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added']);
+      const last = events.at(-1)!;
+      assert.equal(last.type, 'error');
+      assert.equal(last.data.message, 'the model went away');
+      assert.equal(last.data.sequence_number, 4);
+    });
+  });
+
+  describe('Server-Timing (MESSAGING_SERVER_TIMING)', () => {
+    it('tells where the time before the provider answered went, on streams and JSON answers', async () => {
+      const phases = (header: string | null): Record<string, number> => Object.fromEntries((header ?? '').split(', ').map((p) => /^(\w+);dur=(\d+\.\d{3})$/.exec(p)!).map((m) => [m[1], Number(m[2])]));
+      for (const stream of [true, false]) {
+        const res = await fetch(`${api.url}/v3/chat/completions`, {
+          method: 'POST',
+          headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${key}` },
+          body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x' }], stream }),
+        });
+        assert.equal(res.status, 200);
+        const t = phases(res.headers.get('server-timing'));
+        assert.deepEqual(Object.keys(t), ['auth', 'route', 'admit', 'provider'], `stream: ${stream}`);
+        assert.ok(Object.values(t).every((ms) => ms >= 0));
+        await res.text();
+      }
+    });
+  });
+
+  describe('long inputs', () => {
+    it('are admitted on their byte bound, without counting tokens first; the hold is brought down to the counted estimate once the stream runs, and near the limit the count decides', async () => {
+      const content = 'The committee met on Tuesday to discuss the budget for the coming year. '.repeat(300); // ~21 KiB
+      const messages = [{ role: 'user', content }];
+      const estimate = estimateTokens(JSON.stringify(messages)) + 10;
+      assert.ok(estimate < Buffer.byteLength(JSON.stringify(messages)) / 2, 'English holds about its tokens, not its bytes');
+      const holdOf = async (id: string) => {
+        const conn = new pg.Client({ connectionString: testStack().databaseUrl });
+        await conn.connect();
+        try {
+          return (await conn.query<{ tokens: string; status: string }>('SELECT tokens, status FROM quota_reservations WHERE "quotaKeyId" = $1', [id])).rows;
+        } finally {
+          await conn.end();
+        }
+      };
+
+      const roomy = await newQuotaKey(http, { token_amount: 1_000_000 });
+      upstream.respond((call) => ({ sse: chatChunks(call, 'one two three four five six'), eventDelayMs: 150 }));
+      const res = await fetch(`${api.url}/v3/chat/completions`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${roomy.key}` },
+        body: JSON.stringify({ model: 'm', messages, stream: true, max_tokens: 10 }),
+      });
+      const reader = res.body!.getReader();
+      await reader.read();
+      await eventually('the hold to come down to the estimate', async () => {
+        const [row] = await holdOf(roomy.id);
+        return row?.status === 'pending' && Number(row.tokens) === estimate;
+      }, 10_000);
+      while (!(await reader.read()).done);
+
+      // A key that the byte bound would not fit, but the estimate does: admitted all the same.
+      const tight = await newQuotaKey(http, { token_amount: estimate + 5 });
+      upstream.respond(defaultResponder);
+      const ok = await http('POST', '/v3/chat/completions', { json: { model: 'm', messages, max_tokens: 10 }, headers: { Authorization: `Bearer ${tight.key}` } });
+      assert.equal(ok.status, 200, JSON.stringify(ok.body));
+      const [held] = await holdOf(tight.id);
+      assert.equal(Number(held!.tokens), estimate);
+    });
+  });
+
+  describe('settlement never delays the client', () => {
+    /** Holds the key's row lock, as a long admission would: a settlement waits for it, the client must not. */
+    async function lockKeyRow(id: string) {
+      const conn = new pg.Client({ connectionString: testStack().databaseUrl });
+      await conn.connect();
+      await conn.query('BEGIN');
+      await conn.query('SELECT 1 FROM quota_keys WHERE id = $1 FOR UPDATE', [id]);
+      return async () => {
+        await conn.query('COMMIT');
+        await conn.end();
+      };
+    }
+    const usageOf = async (id: string) => (await http('GET', '/api/quota-keys', { key: testStack().adminApiKey })).body.find((x: { id: string }) => x.id === id);
+
+    it('a stream ends, and a JSON answer is sent, while their settlements still wait', async () => {
+      const k = await newQuotaKey(http, { token_amount: 100_000 });
+      // Stream: the key's row is taken after the admission (the first chunk has arrived) and kept
+      // until the client has the whole stream.
+      upstream.respond((call) => ({ sse: chatChunks(call, 'a b c d e f'), eventDelayMs: 40 }));
+      const res = await fetch(`${api.url}/v3/chat/completions`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${k.key}` },
+        body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x' }], stream: true, max_tokens: 50 }),
+      });
+      const reader = res.body!.getReader();
+      const first = await reader.read();
+      const unlock = await lockKeyRow(k.id);
+      try {
+        let text = new TextDecoder().decode(first.value);
+        for (let r = await reader.read(); !r.done; r = await reader.read()) text += new TextDecoder().decode(r.value);
+        assert.match(text, /data: \[DONE\]\n\n$/, 'the whole stream arrived');
+        assert.ok((await usageOf(k.id)).tokens_reserved > 0, 'its settlement is still waiting for the row');
+      } finally {
+        await unlock();
+      }
+      await eventually('the stream to be settled', async () => (await usageOf(k.id)).tokens_reserved === 0);
+
+      // JSON: the provider answers once the row is taken.
+      upstream.respond((call) => ({ json: chatCompletion(call, 'done'), delayMs: 300 }));
+      const before = upstream.calls.length;
+      const answer = http('POST', '/v3/chat/completions', { json: { model: 'm', messages: [{ role: 'user', content: 'x' }], max_tokens: 50 }, headers: { Authorization: `Bearer ${k.key}` } });
+      await upstream.waitForCalls((c) => upstream.calls.indexOf(c) >= before, 1);
+      const unlockAgain = await lockKeyRow(k.id);
+      try {
+        assert.equal((await answer).status, 200, 'answered');
+        assert.ok((await usageOf(k.id)).tokens_reserved > 0, 'its settlement is still waiting for the row');
+      } finally {
+        await unlockAgain();
+      }
+      const settled = await eventually('the answer to be settled', async () => {
+        const u = await usageOf(k.id);
+        return u.tokens_reserved === 0 && u;
+      });
+      assert.ok(settled.tokens_consumed > 0);
+    });
+  });
+
   describe('quota admission under concurrency', () => {
     it('racing requests of one key admit exactly what the amount covers', async () => {
       const messages = [{ role: 'user', content: 'race' }];
@@ -298,8 +472,11 @@ describe('messaging v3: chat completions and responses through the openai client
       const statuses = results.map((r) => r.status).sort();
       assert.equal(statuses.filter((s) => s === 200).length, fits, JSON.stringify(statuses));
       assert.equal(statuses.filter((s) => s === 429).length, 16 - fits);
-      const list = await http('GET', '/api/quota-keys', { key: testStack().adminApiKey });
-      const mine = list.body.find((x: { id: string }) => x.id === k.id);
+      const mine = await eventually('the settlements', async () => {
+        const list = await http('GET', '/api/quota-keys', { key: testStack().adminApiKey });
+        const found = list.body.find((x: { id: string }) => x.id === k.id);
+        return found?.tokens_reserved === 0 && found;
+      });
       assert.equal(mine.tokens_consumed, bound * fits);
       assert.equal(mine.tokens_remaining, 0);
     });

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
-import { bm25Document, bm25Query, detectLanguage, supportedBm25Languages } from '../../lib/kb/language-analysis.js';
-import { sparseVector } from '../../lib/kb/sparse-vector.js';
-import { chunkText } from '../../lib/kb/chunking.js';
-import { buildManifest, nestSections } from '../../lib/kb/toc.js';
+import { bm25Document, bm25Query, supportedBm25Languages } from '../../lib/retrieval/language-analysis.js';
+import { detectLanguage } from '../../lib/platform/language-detection.js';
+import { sparseVector } from '../../lib/retrieval/sparse-vector.js';
+import { chunkText } from '../../lib/retrieval/chunking.js';
+import { buildManifest, nestSections } from '../../lib/retrieval/toc.js';
 
 const cosine = (a: number[], b: number[]) => a.reduce((s, x, i) => s + x * b[i]!, 0);
 

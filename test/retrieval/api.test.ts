@@ -3,6 +3,7 @@ import { eventually, useRunningSystem } from '../support/system.js';
 import { newKnowledgeBase, newPartner } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
 import { chunkClassFor } from '../../lib/providers/vector-index.js';
+import { documentWorkflowId } from '../../lib/contracts/document-pipeline.js';
 
 /**
  * Hybrid retrieval through the API, against the real worker, Temporal, Postgres and Weaviate:
@@ -55,6 +56,27 @@ describe('hybrid retrieval and embedding endpoints', function () {
     assert.equal(typeof exact.body.timings_ms.total, 'number');
     assert.deepEqual(exact.body.config.retrievers, ['dense', 'sparse', 'bm25']);
     assert.equal(exact.body.config.top_k, 12);
+    // Why each result ranks where it does: its rank and score in every stream that found it, and
+    // what each stream added to its fused score (the parts add up to `score`).
+    assert.equal(exact.body.config.fusion, 'score');
+    assert.match(exact.body.config.fusion_formula, /best − weakest/);
+    for (const [i, r] of (exact.body.combined_results as Array<Record<string, any>>).entries()) {
+      assert.deepEqual(Object.keys(r.contributions).sort(), Object.keys(r.retrievers).sort());
+      assert.deepEqual(Object.keys(r.stream_scores).sort(), Object.keys(r.retrievers).sort());
+      const sum = Object.values(r.contributions as Record<string, number>).reduce((a, b) => a + b, 0);
+      assert.ok(Math.abs(sum - r.score) < 1e-9, `contributions of result ${i} add up to its score`);
+      assert.equal(r.fused_rank, i + 1, 'without a re-ranker the order is the fused order');
+      for (const [stream, rank] of Object.entries(r.retrievers as Record<string, number>)) {
+        assert.equal(exact.body.streams[stream][rank - 1].score, r.stream_scores[stream], 'stream_scores are the scores in the streams');
+      }
+    }
+    assert.equal(exact.body.config.rerank, null, 'no re-ranker configured');
+    const rrf = await search({ user_message: 'ZQ-7781-K', fusion: 'rrf' });
+    assert.equal(rrf.body.config.fusion, 'rrf');
+    const top = rrf.body.combined_results[0];
+    assert.ok(Math.abs(top.contributions.bm25 - rrf.body.config.rrf_weight_bm25 / (rrf.body.config.rrf_k + top.retrievers.bm25)) < 1e-12, 'RRF contribution = weight / (k + rank)');
+    assert.equal((await search({ user_message: 'x', fusion: 'borda' })).status, 400);
+    assert.equal((await search({ user_message: 'x', rerank: true })).status, 400, 'rerank: true needs a configured re-ranker');
 
     const paraphrase = await search({ user_message: 'I cannot log in because I lost my credentials' });
     assert.equal(paraphrase.body.streams.dense[0].document_id, ids.account, 'dense ranks the paraphrase first');
@@ -115,11 +137,11 @@ describe('hybrid retrieval and embedding endpoints', function () {
     assert.ok(!old.body.combined_results.some((r: { document_id: string; text: string }) => r.document_id === id && /wicks/.test(r.text)), 'no stale chunk of the old version');
 
     // Forced re-embedding of unchanged content writes the same chunk IDs: still exactly one.
-    await eventually('the update run closed', async () => ((await system.api.deps.temporal.workflow.getHandle(`document-${id}`).describe()).status.name === 'COMPLETED') || undefined);
+    await eventually('the update run closed', async () => ((await system.api.deps.temporal.workflow.getHandle(documentWorkflowId(id)).describe()).status.name === 'COMPLETED') || undefined);
     const forced = await system.http('POST', `/api/embedding/${kb.partner.name}/${kb.kb}/documents/${id}?force=true`, { key: kb.partner.key });
     assert.equal(forced.status, 200, JSON.stringify(forced.body));
     assert.equal(forced.body.job_id, `document-${id}`);
-    await eventually('forced run finished', async () => ((await documentOf(id)).embedding_status === 'success' && (await system.api.deps.temporal.workflow.getHandle(`document-${id}`).describe()).status.name === 'COMPLETED') || undefined, 120_000);
+    await eventually('forced run finished', async () => ((await documentOf(id)).embedding_status === 'success' && (await system.api.deps.temporal.workflow.getHandle(documentWorkflowId(id)).describe()).status.name === 'COMPLETED') || undefined, 120_000);
     assert.deepEqual(await index.listDocumentChunkIndexes(id), [0]);
 
     const del = await system.http('DELETE', `/api/documents/${kb.partner.name}/${kb.kb}/${id}`, { key: kb.partner.key });

@@ -1,19 +1,19 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import { loadConfig } from '../../lib/config.js';
-import { createServices, type Services } from '../../lib/runtime.js';
-import { chunkText } from '../../lib/kb/chunking.js';
-import { bm25Document, detectLanguage } from '../../lib/kb/language-analysis.js';
-import { sparseVector } from '../../lib/kb/sparse-vector.js';
-import { retrievalDefaults, searchKnowledgeBase, streamNames, type StreamName } from '../../lib/kb/retrieval.js';
+import { loadConfig } from '../../lib/platform/config.js';
+import { createServices, type Services } from '../../lib/services.js';
+import { chunkRecord, prepareDocument } from '../../lib/retrieval/indexing.js';
+import { retrievalDefaults, searchKnowledgeBase, streamNames, type StreamName } from '../../lib/retrieval/hybrid-search.js';
 import { chunkClassFor } from '../../lib/providers/vector-index.js';
 import { systemEnv } from '../support/stack.js';
 
 /**
  * Retrieval quality on the labelled corpus in test/fixtures/retrieval-corpus.json, indexed exactly
- * as the embedding step indexes documents (same chunking, analysis, vectors and Weaviate class)
- * and searched with the production defaults. The fused ranking must beat each single stream on
+ * as the embedding step indexes documents (lib/retrieval/indexing.ts: same chunking, analysis,
+ * vectors and Weaviate class) and searched with the production defaults (chosen on the tuning
+ * parts of the evaluation sets, not on this corpus; test/retrieval/heldout.test.ts holds them to
+ * held-out data). The fused ranking must beat each single stream on
  * mean nDCG@10, and each stream must win the kind of query it exists for.
  */
 interface Corpus {
@@ -42,20 +42,10 @@ describe('retrieval quality on a labelled corpus', function () {
     for (const doc of corpus.documents) {
       const documentId = crypto.randomUUID();
       names.set(documentId, doc.id);
-      const chunks = chunkText(doc.text);
-      const texts = chunks.map((c) => (c.heading ? `${c.heading}\n${c.text}` : c.text));
-      const vectors = await services.embedder.embed(texts);
-      await services.index.upsertChunks(
-        className,
-        chunks.map((c, i) => {
-          const language = detectLanguage(c.text);
-          return {
-            partnerId: 'quality-test', knowledgeBaseId, documentId, documentName: doc.id, chunkIndex: c.index, text: c.text, heading: c.heading,
-            section: c.section.map((h) => h.title).join(' › '), language, bm25Text: bm25Document(texts[i]!, language), embeddingProfile: services.embedder.profile.name,
-            denseVector: vectors[i]!, sparseVector: sparseVector(texts[i]!, language),
-          };
-        }),
-      );
+      const prepared = prepareDocument(doc.text);
+      const vectors = await services.embedder.embed(prepared.embeddedText);
+      const identity = { partnerId: 'quality-test', knowledgeBaseId, documentId, documentName: doc.id, embeddingProfile: services.embedder.profile.name };
+      await services.index.upsertChunks(className, prepared.chunks.map((_, i) => chunkRecord(identity, prepared, i, vectors[i]!)));
     }
     await services.index.waitForIndexing(60_000, undefined, [className]);
   });

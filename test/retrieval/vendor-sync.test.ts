@@ -78,7 +78,7 @@ describe('vendor sync to an external vector store', function () {
     await eventually('synced again', async () => ((await status()).body.counts.synced === 1 ? true : undefined));
   });
 
-  it('deleting a mirrored document removes its vendor file; a partner with mirrored documents cannot be deleted (409)', async () => {
+  it('deleting a mirrored document, or its partner, removes its vendor file', async () => {
     const { partner, kb, folder } = await newKnowledgeBase(http);
     await http('PUT', `/api/partners/${partner.name}`, { key: admin(), form: { vendor_sync_enabled: 'true' } });
     const status = () => http('GET', `/api/vendor-sync/${partner.name}/${kb}`, { key: admin() });
@@ -94,15 +94,24 @@ describe('vendor sync to an external vector store', function () {
     const store = upstream.stores.get(synced.vector_store_id)!;
     assert.ok(upstream.files.has(fileId));
 
-    const refused = await http('DELETE', `/api/partners/${partner.name}`, { key: admin() });
-    assert.equal(refused.status, 409, JSON.stringify(refused.body));
-    assert.match(refused.body.detail, /mirrored to the vendor vector store/);
-    assert.equal((await http('GET', `/api/partners/${partner.name}`, { key: admin() })).status, 200, 'the partner is still there');
-
     const deleted = await http('DELETE', `/api/documents/${partner.name}/${kb}/${up.body.id}`, { key: partner.key });
     assert.equal(deleted.status, 200, JSON.stringify(deleted.body));
     await eventually('the vendor file is removed', async () => !upstream.files.has(fileId) && !store.files.has(fileId), 60_000);
     await eventually('the document is gone', async () => (await http('GET', `/api/document/${partner.name}/${kb}/${up.body.id}`, { key: partner.key })).status === 404);
-    assert.equal((await http('DELETE', `/api/partners/${partner.name}`, { key: admin() })).status, 200, 'nothing mirrored is left: the partner can go');
+
+    // A second mirrored document goes with its partner.
+    const second = await http('POST', `/api/documents/${partner.name}/${kb}`, {
+      key: partner.key,
+      form: { type: 'file', folder, use_original_as_rewritten: 'true', file: { name: 'tides.md', content: '# Tides\n\nThe moon pulls the sea.' } },
+    });
+    assert.equal(second.status, 201, JSON.stringify(second.body));
+    const mirrored = await eventually('the second document synced', async () => {
+      const s = (await status()).body;
+      return s.counts.synced === 1 ? s.documents[0].vendor_file_id as string : undefined;
+    }, 120_000);
+    assert.ok(upstream.files.has(mirrored));
+    assert.equal((await http('DELETE', `/api/partners/${partner.name}`, { key: admin() })).status, 200);
+    await eventually('the vendor file of the partner\'s document is removed', async () => !upstream.files.has(mirrored) && !store.files.has(mirrored), 60_000);
+    await eventually('the partner is gone', async () => (await http('GET', `/api/partners/${partner.name}`, { key: admin() })).status === 404);
   });
 });

@@ -594,17 +594,28 @@ describe('LLM rewriting', function () {
       const blocked = await upload(k, `${unique('q')}: waiting.\n`);
       await eventually('blocked', async () => (await read(k, blocked)).processing_error?.startsWith('BUDGET_BLOCKED:'));
 
+      // Which runs are jobs comes from Temporal's visibility, which lists a run a moment after it
+      // starts: wait on the view itself. A job's status is its document's, so once listed it agrees
+      // with the BUDGET_BLOCKED: the test waited for (visibility's PipelineStatus may still say running).
+      const job = await eventually('the blocked pipeline listed as a job', async () => {
+        const jobs = await http('GET', '/api/queue/jobs?limit=1000', { key: admin() });
+        return jobs.body.jobs.find((j: { document_id: string }) => j.document_id === blocked);
+      });
+      assert.equal(job.status, 'budget_blocked');
+      assert.equal(job.budget_blocked, true);
+      assert.deepEqual(job.in_queues, ['rewrite']);
+      // The window that flaked, held open: the document shows a state that visibility does not have
+      // yet. The job view follows the document.
+      const row = await api.deps.db.document.findUniqueOrThrow({ where: { id: blocked } });
+      await api.deps.db.document.update({ where: { id: blocked }, data: { processingError: 'REWRITE_FAILED: recorded a moment ago' } });
+      const ahead = (await http('GET', '/api/queue/jobs?limit=1000', { key: admin() })).body.jobs.find((j: { document_id: string }) => j.document_id === blocked);
+      assert.deepEqual([ahead.status, ahead.budget_blocked], ['failed', false]);
+      await api.deps.db.document.update({ where: { id: blocked }, data: { processingError: row.processingError } });
       const status = await http('GET', '/api/queue', { key: admin() });
       assert.equal(status.status, 200);
       assert.ok(status.body.queues.rewrite >= 1);
       assert.ok(status.body.jobs.by_status.budget_blocked >= 1);
       assert.ok(status.body.budget_blocked_documents >= 1);
-      const jobs = await http('GET', '/api/queue/jobs?limit=1000', { key: admin() });
-      const job = jobs.body.jobs.find((j: { document_id: string }) => j.document_id === blocked);
-      assert.ok(job, 'the blocked pipeline is a job');
-      assert.equal(job.status, 'budget_blocked');
-      assert.equal(job.budget_blocked, true);
-      assert.deepEqual(job.in_queues, ['rewrite']);
       assert.equal((await http('GET', '/api/queue/jobs?limit=0', { key: admin() })).status, 400);
       assert.equal((await http('GET', '/api/queue/jobs?limit=1001', { key: admin() })).status, 400);
 

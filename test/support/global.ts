@@ -1,4 +1,6 @@
-import { startTestStack, stopTestStack } from './stack.js';
+import { connectTemporalClient } from '../../lib/platform/temporal.js';
+import { recordHistories } from '../workflows/histories.js';
+import { startTestStack, stopTestStack, testStack } from './stack.js';
 
 /** Mocha root fixture: the real servers start once for the whole run and stop at its end. */
 export async function mochaGlobalSetup() {
@@ -12,5 +14,12 @@ export async function mochaGlobalSetup() {
 }
 
 export async function mochaGlobalTeardown() {
+  // `npm run record:histories`: keep the histories this run made, for the replay tests.
+  if (process.env.RECORD_WORKFLOW_HISTORIES) {
+    const client = await connectTemporalClient(testStack().temporalAddress, 'default');
+    const written = await recordHistories(client);
+    console.log(`recorded ${written.length} new workflow histories:\n${written.join('\n')}`);
+    await client.connection.close();
+  }
   await stopTestStack();
 }

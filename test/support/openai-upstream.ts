@@ -20,8 +20,8 @@ export interface UpstreamCall {
 export type Reply =
   /** A JSON answer (status defaults to 200). */
   | { status?: number; json: unknown; headers?: Record<string, string>; delayMs?: number }
-  /** A raw answer, e.g. a malformed body. */
-  | { status?: number; raw: string; contentType?: string; delayMs?: number }
+  /** A raw answer, e.g. a malformed body or audio bytes. */
+  | { status?: number; raw: string | Buffer; contentType?: string; delayMs?: number; headers?: Record<string, string> }
   /** Server-sent events: each item is sent as `data: <JSON>` (or as-is for strings), then `data: [DONE]` unless `done: false`. */
   | { sse: Array<unknown>; delayMs?: number; eventDelayMs?: number; done?: boolean; named?: boolean }
   /** Never answers (the client's timeout fires), until the server closes. */
@@ -39,7 +39,24 @@ export interface OpenAiUpstream {
   respond(responder: Responder): void;
   /** Calls to one path, e.g. '/v1/chat/completions'. */
   callsTo(path: string): UpstreamCall[];
+  /** Resolves once `n` calls matching `match` have arrived (rejects after `timeoutMs`). */
+  waitForCalls(match: (call: UpstreamCall) => boolean, n: number, timeoutMs?: number): Promise<UpstreamCall[]>;
   close(): Promise<void>;
+}
+
+/**
+ * The text fields of a multipart/form-data body (what the openai client sends to
+ * /audio/transcriptions), by name; file parts are left out.
+ */
+export function multipartFields(body: unknown): Record<string, string> {
+  const fields: Record<string, string> = {};
+  if (typeof body !== 'string') return fields;
+  for (const part of body.split(/\r\n--[^\r\n]+/)) {
+    const head = /name="([^"]+)"(; filename="[^"]*")?\r\n(?:[^\r\n]+\r\n)*\r\n/.exec(part);
+    if (!head || head[2]) continue;
+    fields[head[1]!] = part.slice(head.index + head[0].length);
+  }
+  return fields;
 }
 
 /** Rough token count the fake reports as usage: one token per word or punctuation mark. */
@@ -63,6 +80,46 @@ export function chatCompletion(call: UpstreamCall, content: string, options: { u
     model: options.model ?? call.body?.model ?? 'unknown',
     choices: [{ index: 0, message: { role: 'assistant', content, refusal: null }, finish_reason: options.finishReason ?? 'stop', logprobs: null }],
     ...(usage ? { usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens } } : {}),
+  };
+}
+
+/** A chat completion whose answer is `value` as JSON text (what a model in JSON or structured-output mode sends). */
+export function jsonCompletion(call: UpstreamCall, value: unknown, options: Parameters<typeof chatCompletion>[2] = {}) {
+  return chatCompletion(call, JSON.stringify(value), options);
+}
+
+/** A structured-outputs refusal: `content: null` and the model's `refusal` text. */
+export function refusalCompletion(call: UpstreamCall, text: string) {
+  const completion = chatCompletion(call, '', { usage: { prompt_tokens: 10, completion_tokens: 5 } });
+  return { ...completion, choices: [{ ...completion.choices[0]!, message: { role: 'assistant', content: null, refusal: text } }] };
+}
+
+/** OpenAI's answer when the model has no structured outputs (json_schema), exactly as the API sends it. */
+export const responseFormatRejected: Reply = {
+  status: 400,
+  json: {
+    error: {
+      message: "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model. Learn more about supported models at the Structured Outputs guide: https://platform.openai.com/docs/guides/structured-outputs",
+      type: 'invalid_request_error',
+      param: 'response_format',
+      code: null,
+    },
+  },
+};
+
+export type Step = Reply | ((call: UpstreamCall) => Reply | Promise<Reply>);
+
+/**
+ * A responder that answers the calls matching `match` with `steps` in order: the i-th matching
+ * call since it was installed gets step i, and the last step repeats. Other calls go to
+ * `fallback` (the echo by default), so a late call of an earlier test never takes a step.
+ */
+export function scripted(steps: Step[], options: { match?: (call: UpstreamCall) => boolean; fallback?: Responder } = {}): Responder {
+  let taken = 0;
+  return (call, index) => {
+    if (options.match && !options.match(call)) return (options.fallback ?? echoResponder)(call, index);
+    const step = steps[Math.min(taken++, steps.length - 1)]!;
+    return typeof step === 'function' ? step(call) : step;
   };
 }
 
@@ -138,7 +195,7 @@ export async function startOpenAiUpstream(responder: Responder = echoResponder):
       return void res.end();
     }
     if ('raw' in reply) {
-      res.writeHead(reply.status ?? 200, { 'content-type': reply.contentType ?? 'application/json' });
+      res.writeHead(reply.status ?? 200, { 'content-type': reply.contentType ?? 'application/json', ...(reply.headers ?? {}) });
       return void res.end(reply.raw);
     }
     res.writeHead(reply.status ?? 200, { 'content-type': 'application/json', ...(reply.headers ?? {}) });
@@ -152,6 +209,15 @@ export async function startOpenAiUpstream(responder: Responder = echoResponder):
     calls,
     respond: (r) => void (current = r),
     callsTo: (p) => calls.filter((c) => c.path === p),
+    async waitForCalls(match, n, timeoutMs = 30_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const found = calls.filter(match);
+        if (found.length >= n) return found;
+        if (Date.now() > deadline) throw new Error(`waited ${timeoutMs} ms for ${n} upstream calls, saw ${found.length}`);
+        await sleep(50);
+      }
+    },
     async close() {
       for (const res of hanging) res.destroy();
       server.closeAllConnections();

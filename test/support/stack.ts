@@ -156,6 +156,9 @@ export function systemEnv(overrides: Record<string, string> = {}): Record<string
     LOG_LEVEL: 'warn',
     // Tests serve their web pages from loopback servers of their own.
     URL_FETCH_ALLOW_LOOPBACK: 'true',
+    // One reconciler per Temporal namespace would sweep every test's rows onto its own task queue:
+    // the tests of the reconciler turn it on for their worker.
+    RECONCILE_INTERVAL_SECONDS: '0',
     ...overrides,
   };
 }

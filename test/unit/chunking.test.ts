@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { chunkText } from '../../lib/kb/chunking.js';
+import { chunkText } from '../../lib/retrieval/chunking.js';
 
 describe('chunking of final rewritten content', () => {
   it('starts a new chunk at each heading and remembers the heading', () => {
@@ -9,6 +9,12 @@ describe('chunking of final rewritten content', () => {
     assert.match(chunks[0]!.text, /Hello there/);
     assert.equal(chunks[1]!.heading, 'Details');
     assert.doesNotMatch(chunks[1]!.text, /Hello there/, 'no overlap across sections');
+  });
+
+  it('leaves comment lines (the OCR page marks of scanned PDFs) out of the chunks', () => {
+    const chunks = chunkText('Typed page.\n\n<!-- page 2: OCR (tesseract, eng) -->\nScanned page text.');
+    assert.equal(chunks.length, 1);
+    assert.equal(chunks[0]!.text, 'Typed page.\n\nScanned page text.');
   });
 
   it('keeps every chunk within the size limit, cutting long paragraphs at sentence ends', () => {

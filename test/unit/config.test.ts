@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { loadConfig, ConfigError } from '../../lib/config.js';
+import { loadConfig, ConfigError } from '../../lib/platform/config.js';
 import { repoRoot } from '../../scripts/stack.js';
 
 const valid = { ADMIN_API_KEY: 'a-long-enough-admin-key' };
@@ -15,6 +15,30 @@ describe('configuration, validated once at start-up', () => {
     assert.equal(c.port, 3000);
     assert.equal(c.openaiBaseUrl, null);
     assert.ok(c.storageDir.endsWith('.data/storage'));
+    assert.deepEqual(c.dialogAnalysis, {
+      model: 'gpt-4.1-mini',
+      responseFormat: 'auto',
+      maxAttempts: 3,
+      maxOutputTokens: 4096,
+      timeoutSeconds: 300,
+      retentionSeconds: 86400,
+      rateLimitPerMinute: 60,
+      validationTimeoutMs: 5000,
+    });
+    assert.deepEqual(c.videoDataApi, { baseUrl: 'https://www.googleapis.com/youtube/v3', apiKey: null, timeoutMs: 30_000, unitPriceUsd: null });
+    assert.deepEqual(c.channels, { scanIntervalSeconds: 86400, retryInitialSeconds: 60, retryMaxSeconds: 3600, importConcurrency: 4 });
+    assert.equal(c.transcription.model, null);
+    assert.equal(c.transcription.audioTaskQueue, 'knowledge-audio');
+    assert.equal(c.transcription.retentionSeconds, 30 * 86400);
+    assert.equal(c.transcription.audioFetchMaxBytes, 100 * 1024 * 1024);
+    assert.equal(c.speech.remoteVoices.length, 13);
+  });
+
+  it('the transcription and speech models use the shared OpenAI-compatible API unless given their own', () => {
+    const shared = loadConfig({ ...valid, OPENAI_BASE_URL: 'http://llm.local/v1', OPENAI_API_KEY: 'sk-a', TRANSCRIPTION_MODEL: 'whisper-1' });
+    assert.deepEqual([shared.transcription.baseUrl, shared.transcription.apiKey], ['http://llm.local/v1', 'sk-a']);
+    const own = loadConfig({ ...valid, OPENAI_BASE_URL: 'http://llm.local/v1', SPEECH_MODEL: 'tts', SPEECH_BASE_URL: 'http://tts.local/v1/', SPEECH_API_KEY: 'sk-b' });
+    assert.deepEqual([own.speech.baseUrl, own.speech.apiKey], ['http://tts.local/v1', 'sk-b']);
   });
 
   const bad: Array<[string, Record<string, string>, RegExp]> = [
@@ -28,6 +52,25 @@ describe('configuration, validated once at start-up', () => {
     ['a PORT out of range', { ...valid, PORT: '70000' }, /PORT must be between 0 and 65535/],
     ['an invalid OPENAI_BASE_URL', { ...valid, OPENAI_BASE_URL: '::' }, /OPENAI_BASE_URL is not a valid URL/],
     ['an unknown LOG_LEVEL', { ...valid, LOG_LEVEL: 'loud' }, /LOG_LEVEL must be one of/],
+    ['an unknown DIALOG_ANALYSIS_RESPONSE_FORMAT', { ...valid, DIALOG_ANALYSIS_RESPONSE_FORMAT: 'xml' }, /DIALOG_ANALYSIS_RESPONSE_FORMAT must be one of auto, json_schema, json_object, prompt/],
+    ['DIALOG_ANALYSIS_MAX_ATTEMPTS out of range', { ...valid, DIALOG_ANALYSIS_MAX_ATTEMPTS: '0' }, /DIALOG_ANALYSIS_MAX_ATTEMPTS must be between 1 and 10/],
+    ['a non-numeric DIALOG_ANALYSIS_RETENTION_SECONDS', { ...valid, DIALOG_ANALYSIS_RETENTION_SECONDS: '1d' }, /DIALOG_ANALYSIS_RETENTION_SECONDS must be a whole number/],
+    ['DIALOG_ANALYSIS_TIMEOUT_SECONDS beyond the call activity', { ...valid, DIALOG_ANALYSIS_TIMEOUT_SECONDS: '601' }, /DIALOG_ANALYSIS_TIMEOUT_SECONDS must be between 1 and 600/],
+    ['a negative DIALOG_ANALYSIS_RATE_LIMIT_PER_MINUTE', { ...valid, DIALOG_ANALYSIS_RATE_LIMIT_PER_MINUTE: '-1' }, /DIALOG_ANALYSIS_RATE_LIMIT_PER_MINUTE must be a whole number/],
+    ['DIALOG_ANALYSIS_VALIDATION_TIMEOUT_MS below 100', { ...valid, DIALOG_ANALYSIS_VALIDATION_TIMEOUT_MS: '10' }, /DIALOG_ANALYSIS_VALIDATION_TIMEOUT_MS must be between 100 and 60000/],
+    ['DIALOG_ANALYSIS_MAX_OUTPUT_TOKENS below 16', { ...valid, DIALOG_ANALYSIS_MAX_OUTPUT_TOKENS: '8' }, /DIALOG_ANALYSIS_MAX_OUTPUT_TOKENS must be between 16/],
+    ['a zero CHANNEL_SCAN_INTERVAL_SECONDS', { ...valid, CHANNEL_SCAN_INTERVAL_SECONDS: '0' }, /CHANNEL_SCAN_INTERVAL_SECONDS must be between 1 and 31536000/],
+    ['more transcript segments than a workflow history holds', { ...valid, TRANSCRIPT_MAX_AUDIO_SECONDS: '604800', TRANSCRIPT_SEGMENT_SECONDS: '5' }, /allows 120960 segments a transcript; at most 2000/],
+    ['a BUDGET_RECHECK_INTERVAL_MS below 10', { ...valid, BUDGET_RECHECK_INTERVAL_MS: '1' }, /BUDGET_RECHECK_INTERVAL_MS must be between 10/],
+    ['a fractional CHANNEL_SCAN_INTERVAL_SECONDS', { ...valid, CHANNEL_SCAN_INTERVAL_SECONDS: '1.5' }, /CHANNEL_SCAN_INTERVAL_SECONDS must be a whole number/],
+    ['a VIDEO_DATA_API_BASE_URL of another scheme', { ...valid, VIDEO_DATA_API_BASE_URL: 'ftp://example.org/youtube/v3' }, /VIDEO_DATA_API_BASE_URL must use http: or https:/],
+    ['a negative VIDEO_DATA_API_UNIT_PRICE_USD', { ...valid, VIDEO_DATA_API_UNIT_PRICE_USD: '-0.1' }, /VIDEO_DATA_API_UNIT_PRICE_USD must be a non-negative decimal/],
+    ['a CHANNEL_RETRY_MAX_SECONDS below the initial backoff', { ...valid, CHANNEL_RETRY_INITIAL_SECONDS: '60', CHANNEL_RETRY_MAX_SECONDS: '10' }, /CHANNEL_RETRY_MAX_SECONDS must not be less than CHANNEL_RETRY_INITIAL_SECONDS/],
+    ['a TRANSCRIPTION_MODEL with no API to serve it', { ...valid, TRANSCRIPTION_MODEL: 'whisper-1' }, /TRANSCRIPTION_MODEL needs TRANSCRIPTION_BASE_URL or OPENAI_BASE_URL/],
+    ['a SPEECH_MODEL with no API to serve it', { ...valid, SPEECH_MODEL: 'tts-1' }, /SPEECH_MODEL needs SPEECH_BASE_URL or OPENAI_BASE_URL/],
+    ['a TRANSCRIPT_SEGMENT_SECONDS below 5', { ...valid, TRANSCRIPT_SEGMENT_SECONDS: '2' }, /TRANSCRIPT_SEGMENT_SECONDS must be between 5 and 3600/],
+    ['a TRANSCRIPT_AUDIO_FETCH_MAX_BYTES over the 100 MiB audio limit', { ...valid, TRANSCRIPT_AUDIO_FETCH_MAX_BYTES: String(100 * 1024 * 1024 + 1) }, /TRANSCRIPT_AUDIO_FETCH_MAX_BYTES must be between 1024 and 104857600/],
+    ['a SPEECH_LANGUAGE_FIELD that is not a field name', { ...valid, SPEECH_LANGUAGE_FIELD: 'a b' }, /SPEECH_LANGUAGE_FIELD must be a JSON field name/],
   ];
   for (const [what, env, message] of bad) {
     it(`rejects ${what}, naming the setting`, () => {

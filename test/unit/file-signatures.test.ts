@@ -4,9 +4,10 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
-import { AppError } from '../../lib/errors.js';
-import { checkFileSignature, knowsExtension, type FileKind } from '../../lib/kb/file-signatures.js';
-import { checkUpload, extensionOf, supportedExtensions } from '../../lib/kb/uploads.js';
+import { AppError } from '../../lib/platform/errors.js';
+import { checkFileSignature, knowsExtension, type FileKind } from '../../lib/digitization/file-signatures.js';
+import { checkUpload, extensionOf } from '../../lib/digitization/uploads.js';
+import { supportedExtensions } from '../../lib/digitization/formats.js';
 
 /**
  * Upload validation by content (spec knowledge-base.md §4.3, issue 4). Every sample is generated
@@ -386,7 +387,7 @@ describe('upload validation by file signature', () => {
   });
 
   describe('real ZIP files from the zip command line tool', function () {
-    // `zip` is one of the Debian packages scripts/setup.sh installs (scripts/apt-packages.txt).
+    // `zip` is one of the Debian packages scripts/setup.sh installs (scripts/dev-packages.txt).
     const zipWithCli = (name: string, files: Record<string, string>) => {
       const own = path.join(dir, `zip-${counter++}`);
       for (const [file, content] of Object.entries(files)) {

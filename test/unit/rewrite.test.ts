@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
-import { callBound, costUsd, partMessages, renderPrompt, resolveContentType, rewriteTotals, splitIntoParts, validatePartOutput, type RewritePass } from '../../lib/kb/rewrite.js';
-import { countTokens } from '../../lib/kb/tokens.js';
+import { partMessages, renderPrompt, splitIntoParts } from '../../lib/rewrite/parts.js';
+import { callBound, costUsd, rewriteTotals, type RewritePass } from '../../lib/rewrite/usage.js';
+import { validatePartOutput } from '../../lib/rewrite/output-validation.js';
+import { resolveContentType } from '../../lib/rewrite/content-types.js';
+import { countTokens } from '../../lib/platform/tokens.js';
 
 const paragraph = (i: number) => `Paragraph ${i} explains step ${i} of the method in some detail, with a number ${i * 7} and a name, Ada ${i}.`;
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import zlib from 'node:zlib';
-import { extractArticle, extractPage, UnsupportedContentType } from '../../lib/kb/article.js';
+import { extractArticle, extractPage, UnsupportedContentType } from '../../lib/digitization/article.js';
 import { classifyAddress, fetchPage, FetchRefused, type FetchRefusedReason } from '../../lib/providers/web-fetch.js';
 
 /**

@@ -1,0 +1,41 @@
+import type { Request } from 'express';
+import { AppError } from '../../lib/platform/errors.js';
+import { secretsEqual } from '../../lib/platform/api-keys.js';
+
+/**
+ * The key a request presents, in `X-API-Key` or as `Authorization: Bearer <key>` (every interface
+ * accepts both; other Authorization schemes are not keys), and, for routes that name one (the
+ * voice interface's `api_key`), in a query parameter. A request that sends two different keys is
+ * refused rather than have one silently win: which one was meant cannot be known.
+ */
+export function presentedKey(req: Request, queryParameter?: string): string | null {
+  const header = req.get('x-api-key')?.trim() || null;
+  const bearer = /^bearer\s+(\S+)\s*$/i.exec(req.get('authorization') ?? '')?.[1] ?? null;
+  if (header && bearer && header !== bearer) {
+    throw new AppError('invalid_api_key', 'two different keys were sent (X-API-Key and Authorization: Bearer); send one');
+  }
+  const query = queryParameter ? queryKey(req, queryParameter) : null;
+  const sent = header ?? bearer;
+  if (sent && query && sent !== query) {
+    throw new AppError('invalid_api_key', `two different keys were sent (a header and the ${queryParameter} query parameter); send one`);
+  }
+  return sent ?? query;
+}
+
+/** The key in a query parameter; the parameter repeated with different values is refused. */
+function queryKey(req: Request, name: string): string | null {
+  const raw = (req.query as Record<string, unknown>)[name];
+  const values = (Array.isArray(raw) ? raw : [raw]).filter((v): v is string => typeof v === 'string').map((v) => v.trim()).filter(Boolean);
+  if (new Set(values).size > 1) throw new AppError('invalid_api_key', `two different keys were sent (the ${name} query parameter twice); send one`);
+  return values[0] ?? null;
+}
+
+/** Whether a request presents the administrator key (a request sending two keys does not). */
+export function presentsAdministratorKey(req: Request, adminApiKey: string): boolean {
+  try {
+    const key = presentedKey(req);
+    return !!key && secretsEqual(key, adminApiKey);
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,101 @@
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import type { Db } from '../platform/db.js';
+import { conflict } from '../platform/errors.js';
+import { findKnowledgeBase } from '../knowledge/lookup.js';
+import { vendorSyncWorkflowId, vendorSyncWorkflowType } from '../contracts/vendor-sync.js';
+
+/**
+ * Vendor sync mirrors the final rewritten content of a partner's documents into an external vector
+ * store (lib/providers/vector-store.ts), one store per knowledge base. It runs only for partners
+ * with vendor_sync_enabled. Each document is synced by its own workflow `vendor-sync-<document id>`,
+ * queued after every successful embedding, by backfill / retry-failed, and when a partner enables
+ * sync. Document vendor_sync_status: null (never queued) → pending → synced | failed; a failed
+ * document goes back to pending through retry-failed or backfill.
+ */
+export interface VendorSyncDeps {
+  db: Db;
+  temporal: Client;
+  taskQueue: string;
+}
+
+/** Marks documents pending and starts their sync workflows; returns how many were queued. */
+async function queueDocuments(deps: VendorSyncDeps, documentIds: string[]): Promise<number> {
+  if (documentIds.length === 0) return 0;
+  await deps.db.document.updateMany({ where: { id: { in: documentIds } }, data: { vendorSyncStatus: 'pending', vendorSyncError: null } });
+  for (const documentId of documentIds) {
+    try {
+      await deps.temporal.workflow.start(vendorSyncWorkflowType, { taskQueue: deps.taskQueue, workflowId: vendorSyncWorkflowId(documentId), args: [{ documentId }] });
+    } catch (err) {
+      // A sync of this document is running: it reads the newest content when it uploads.
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    }
+  }
+  return documentIds.length;
+}
+
+/** After a successful embedding of a document of a partner with sync enabled. */
+export async function queueVendorSyncAfterEmbedding(deps: VendorSyncDeps, documentId: string): Promise<void> {
+  await queueDocuments(deps, [documentId]);
+}
+
+const eligible = { deletionRequestedAt: null, fileRewritten: { not: null } } as const;
+
+async function syncableKnowledgeBase(db: Db, partner: string, kbName: string) {
+  const { partner: p, kb } = await findKnowledgeBase(db, partner, kbName);
+  if (!p.vendorSyncEnabled) throw conflict(`vendor sync is not enabled for partner ${p.name}`);
+  if (kb.deletionRequestedAt) throw conflict(`knowledge base ${kb.name} is being deleted`);
+  return kb;
+}
+
+export async function backfillVendorSync(deps: VendorSyncDeps, partner: string, kbName: string) {
+  const kb = await syncableKnowledgeBase(deps.db, partner, kbName);
+  const docs = await deps.db.document.findMany({ where: { knowledgeBaseId: kb.id, ...eligible }, select: { id: true } });
+  return { status: 'queued' as const, queued: await queueDocuments(deps, docs.map((d) => d.id)) };
+}
+
+export async function retryFailedVendorSync(deps: VendorSyncDeps, partner: string, kbName: string) {
+  const kb = await syncableKnowledgeBase(deps.db, partner, kbName);
+  const docs = await deps.db.document.findMany({ where: { knowledgeBaseId: kb.id, ...eligible, vendorSyncStatus: 'failed' }, select: { id: true } });
+  return { status: 'queued' as const, queued: await queueDocuments(deps, docs.map((d) => d.id)) };
+}
+
+/** Enabling sync on a partner queues every eligible document of its knowledge bases. */
+export async function queueVendorSyncForPartner(deps: VendorSyncDeps, partnerId: string): Promise<number> {
+  const docs = await deps.db.document.findMany({
+    where: { ...eligible, knowledgeBase: { partnerId, deletionRequestedAt: null }, OR: [{ vendorSyncStatus: null }, { vendorSyncStatus: { not: 'synced' } }] },
+    select: { id: true },
+  });
+  return queueDocuments(deps, docs.map((d) => d.id));
+}
+
+export async function vendorSyncStatus(db: Db, partner: string, kbName: string) {
+  const { partner: p, kb } = await findKnowledgeBase(db, partner, kbName);
+  const docs = await db.document.findMany({
+    where: { knowledgeBaseId: kb.id, deletionRequestedAt: null },
+    orderBy: { name: 'asc' },
+    select: { id: true, name: true, fileRewritten: true, vendorSyncStatus: true, vendorSyncError: true, vendorFileId: true, vendorSyncedAt: true },
+  });
+  const count = (s: string | null) => docs.filter((d) => d.fileRewritten && d.vendorSyncStatus === s).length;
+  return {
+    enabled: p.vendorSyncEnabled,
+    knowledge_base: kb.name,
+    vector_store_id: kb.vendorVectorStoreId,
+    deletion_pending: kb.deletionRequestedAt !== null,
+    counts: {
+      eligible: docs.filter((d) => d.fileRewritten).length,
+      pending: count('pending'),
+      synced: count('synced'),
+      failed: count('failed'),
+      not_queued: count(null),
+    },
+    documents: docs.map((d) => ({
+      document_id: d.id,
+      name: d.name,
+      eligible: d.fileRewritten !== null,
+      status: d.vendorSyncStatus,
+      error: d.vendorSyncError,
+      vendor_file_id: d.vendorFileId,
+      synced_at: d.vendorSyncedAt?.toISOString() ?? null,
+    })),
+  };
+}
