@@ -1,0 +1,17 @@
+import { Context } from '@temporalio/activity';
+
+/**
+ * Runs `work` while heartbeating every `everyMs`: a model call, a child process or a poll does not
+ * heartbeat by itself, and without heartbeats a lost worker is noticed only at the activity's
+ * start-to-close timeout. `work` gets the activity's cancellation signal.
+ */
+export async function heartbeating<T>(work: (signal: AbortSignal) => Promise<T>, everyMs = 2000): Promise<T> {
+  const ctx = Context.current();
+  const timer = setInterval(() => ctx.heartbeat(), everyMs);
+  try {
+    ctx.heartbeat();
+    return await work(ctx.cancellationSignal);
+  } finally {
+    clearInterval(timer);
+  }
+}
