@@ -1,0 +1,42 @@
+import type { ApiDeps } from '../deps.js';
+import { defineRoute, type RouteDefinition } from '../http/route.js';
+import type { Principal } from '../../lib/platform/api-keys.js';
+import { admitTranscript, maxTranscriptUploadBytes, readTranscript, submitTranscript, type TranscriptRequestBody } from '../../lib/transcripts/requests.js';
+import { transcriptBody, transcriptIdParams, transcriptionErrors, transcriptObject } from './schemas.js';
+
+/** The transcription interface (spec 4.2). Error bodies: `{error}`, and 422 `{message, errors}` for invalid input. */
+export function transcriptionRoutes(deps: ApiDeps): RouteDefinition[] {
+  return [
+    defineRoute<unknown, unknown, TranscriptRequestBody>({
+      method: 'post',
+      path: '/v2/transcript',
+      access: 'authenticated',
+      summary: 'Submit audio for transcription',
+      description:
+        'JSON `{audio_url, ...}` or multipart with the file in `audio` (never both). Answers `{id: "/v2/transcript/<id>", status: "queued"}`; the transcript is made by the workflow `transcript-<id>`. The partner\'s rate and concurrency limits are checked before the body is read (429 with `Retry-After`).',
+      body: { type: 'json-or-form', schema: transcriptBody, files: [{ name: 'audio', maxCount: 1 }], maxFileBytes: maxTranscriptUploadBytes, arrayFields: ['boosted_words'] },
+      preflight: ({ principal }) => admitTranscript(deps, principal),
+      responses: { 200: { description: 'Queued', schema: transcriptObject }, ...transcriptionErrors },
+      handler: async ({ body, files, principal, req }) => {
+        const file = files.find((f) => f.field === 'audio');
+        return {
+          body: await submitTranscript(deps, principal as Principal, {
+            body,
+            upload: file ? { path: file.path, originalName: file.originalName, size: file.size } : null,
+            json: !!req.is('application/json'),
+          }),
+        };
+      },
+    }),
+    defineRoute<{ id: string }>({
+      method: 'get',
+      path: '/v2/transcript/{id}',
+      access: 'authenticated',
+      summary: 'Poll a transcript',
+      description: '`{id, status}` while `queued` or `processing`; `text` and `audio_duration` (integer seconds) are added when `completed`, `error` when `error`.',
+      params: transcriptIdParams,
+      responses: { 200: { description: 'The transcript', schema: transcriptObject }, ...transcriptionErrors },
+      handler: async ({ params, principal }) => ({ body: await readTranscript(deps, principal as Principal, params.id) }),
+    }),
+  ];
+}

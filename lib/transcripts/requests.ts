@@ -1,0 +1,236 @@
+import crypto from 'node:crypto';
+import { open } from 'node:fs/promises';
+import type { Client } from '@temporalio/client';
+import { TypedSearchAttributes } from '@temporalio/common';
+import type { Services } from '../services.js';
+import type { Principal } from '../platform/api-keys.js';
+import { AppError, badRequest, notFound } from '../platform/errors.js';
+import { consumeRateLimit } from '../platform/rate-limit.js';
+import { isWorkflowRunning } from '../platform/temporal.js';
+import { sniffAudioContainer } from '../audio/signatures.js';
+import { searchAttributes } from '../contracts/search-attributes.js';
+import { transcriptWorkflowId, transcriptWorkflowType, type TranscriptWorkflowInput } from '../contracts/transcript.js';
+import { acceptedContainers, transcriptFiles, type AcceptedContainer } from './files.js';
+
+/**
+ * The API side of /v2/transcript: admission (per-partner rate and concurrency limits), checks
+ * beyond the JSON Schema (one audio source, what an upload really is), the row, the workflow
+ * `transcript-<id>`, and reads. A partner key reads its partner's transcripts; the administrator
+ * key (which has no partner and is not limited) reads every transcript.
+ */
+export type TranscriptApiDeps = Pick<Services, 'db' | 'storage' | 'config'> & { temporal: Client };
+
+export interface TranscriptRequestBody {
+  audio_url?: string;
+  /** Present only when a client sent `audio` as a JSON member or a text field, which is refused. */
+  audio?: unknown;
+  language_code: string;
+  language_auto: boolean;
+  filler_words: boolean;
+  format_text: boolean;
+  boosted_words?: string[];
+}
+
+export interface TranscriptUpload {
+  path: string;
+  originalName: string;
+  size: number;
+}
+
+/** The largest upload (spec: 100 MB), also the bound on a downloaded `audio_url`. */
+export const maxTranscriptUploadBytes = 100 * 1024 * 1024;
+
+const invalid = (field: string, message: string) => badRequest(`The request is invalid: ${field} ${message}`, { fieldErrors: { [field]: [message] } });
+
+/** Transcripts of a partner that are still being worked on: what the concurrency limit counts. */
+const inFlight = (deps: TranscriptApiDeps, partnerId: string) => deps.db.transcript.count({ where: { partnerId, status: { in: ['queued', 'processing'] } } });
+
+/**
+ * A transcript counted as in flight whose workflow Temporal no longer runs (terminated by hand, or
+ * never started because the API process died between the insert and the start) would hold a
+ * concurrency slot forever: when the limit is reached, such transcripts (older than two minutes)
+ * are ended in `error`.
+ */
+async function reconcileStuck(deps: TranscriptApiDeps, partnerId: string): Promise<void> {
+  const stale = await deps.db.transcript.findMany({
+    where: { partnerId, status: { in: ['queued', 'processing'] }, createdAt: { lt: new Date(Date.now() - 120_000) } },
+    select: { id: true },
+    take: 50,
+  });
+  for (const t of stale) {
+    if (await isWorkflowRunning(deps.temporal, transcriptWorkflowId(t.id))) continue;
+    const finishedAt = new Date();
+    await deps.db.transcript.updateMany({
+      where: { id: t.id, status: { in: ['queued', 'processing'] } },
+      data: { status: 'error', error: 'transcription was stopped outside the service (its workflow is no longer running)', finishedAt, expiresAt: new Date(finishedAt.getTime() + deps.config.transcription.retentionSeconds * 1000) },
+    });
+    await deps.storage.removePrefix(transcriptFiles.prefix(t.id));
+  }
+}
+
+const tooMany = (message: string, retryAfterSeconds: number) => new AppError('rate_limited', message, { retryAfterSeconds });
+
+async function checkConcurrency(deps: TranscriptApiDeps, partnerId: string): Promise<void> {
+  const limit = deps.config.transcription.concurrencyLimit;
+  if (limit === 0 || (await inFlight(deps, partnerId)) < limit) return;
+  await reconcileStuck(deps, partnerId);
+  if ((await inFlight(deps, partnerId)) < limit) return;
+  throw tooMany(`transcription concurrency limit: at most ${limit} transcripts of a partner can be queued or processing at once; retry when one has finished`, 10);
+}
+
+/**
+ * Admission before the body is read: the partner's submissions per rolling minute, then its
+ * transcripts in flight. Over either: 429 with Retry-After, and nothing is read or stored.
+ */
+export async function admitTranscript(deps: TranscriptApiDeps, principal: Principal | null): Promise<void> {
+  if (!principal?.partnerId) return;
+  const { rateLimitPerMinute } = deps.config.transcription;
+  if (rateLimitPerMinute > 0) {
+    const decision = await consumeRateLimit(deps.db, { key: `transcript-create:${principal.partnerId}`, limit: rateLimitPerMinute, windowSeconds: 60 });
+    if (!decision.allowed) {
+      throw tooMany(`transcription rate limit: ${rateLimitPerMinute} transcripts per minute per partner; retry in ${decision.retryAfterSeconds} s`, decision.retryAfterSeconds);
+    }
+  }
+  await checkConcurrency(deps, principal.partnerId);
+}
+
+/** Extensions a client may give its upload, and the container each must hold. */
+const extensionFamilies: Record<string, AcceptedContainer[]> = {
+  mp3: ['mp3'], wav: ['wav'], ogg: ['ogg'], oga: ['ogg'], opus: ['ogg'], flac: ['flac'], m4a: ['iso-media'], mp4: ['iso-media'], webm: ['webm'],
+};
+const supportedList = 'mp3, wav, ogg, flac, m4a, mp4, webm';
+
+const containerLabels: Record<string, string> = {
+  mp3: 'an MP3 file', wav: 'a WAV file', ogg: 'an Ogg file', flac: 'a FLAC file', 'iso-media': 'an MP4/M4A file', webm: 'a WebM file', matroska: 'a Matroska (MKV) file',
+};
+
+/** What the upload is, by its first bytes; its extension (if it has a known one) must agree. */
+async function checkUpload(upload: TranscriptUpload): Promise<AcceptedContainer> {
+  const fh = await open(upload.path, 'r');
+  let head: Buffer;
+  try {
+    head = Buffer.alloc(64 * 1024);
+    const { bytesRead } = await fh.read(head, 0, head.length, 0);
+    head = head.subarray(0, bytesRead);
+  } finally {
+    await fh.close();
+  }
+  const name = upload.originalName || 'the upload';
+  if (head.length === 0) throw invalid('audio', `${name} is empty`);
+  const found = sniffAudioContainer(head);
+  if (!found || !(found in acceptedContainers)) {
+    const what = found ? containerLabels[found] : head.subarray(0, 5).toString('latin1') === '%PDF-' ? 'a PDF' : null;
+    throw invalid('audio', `${name} is ${what ?? 'not an audio file this service recognises'}${what ? ', not a supported audio file' : ''} (${supportedList})`);
+  }
+  const ext = /\.([A-Z0-9]{1,5})$/i.exec(upload.originalName)?.[1]?.toLowerCase();
+  const family = ext ? extensionFamilies[ext] : undefined;
+  if (family && !family.includes(found as AcceptedContainer)) throw invalid('audio', `${name} is ${containerLabels[found]}, not a .${ext} file`);
+  return found as AcceptedContainer;
+}
+
+/** Boosted words: trimmed, duplicates dropped (the schema bounds the count and lengths). */
+function cleanBoostedWords(words: string[] | undefined): string[] {
+  const out: string[] = [];
+  for (const w of words ?? []) {
+    const t = w.trim().replace(/\s+/g, ' ');
+    if (!t) throw invalid('boosted_words', 'must not contain empty terms');
+    if (!out.includes(t)) out.push(t);
+  }
+  return out;
+}
+
+export interface SubmitRequest {
+  body: TranscriptRequestBody;
+  upload: TranscriptUpload | null;
+  /** The body came as JSON (an `audio` member then cannot be a file). */
+  json: boolean;
+}
+
+/**
+ * Accepts a transcript: checks, then under the partner's lock the concurrency limit again (the
+ * preflight check may race) and the row, the upload moved into storage, the workflow started.
+ * A start that fails leaves nothing behind (503).
+ */
+export async function submitTranscript(deps: TranscriptApiDeps, principal: Principal, req: SubmitRequest): Promise<{ id: string; status: 'queued' }> {
+  const { body, upload } = req;
+  if (body.audio !== undefined) throw invalid('audio', req.json ? 'upload the audio as a multipart file (field audio), or send audio_url' : 'must be a file, not a text field');
+  if (body.audio_url && upload) throw invalid('audio', 'send audio_url or an audio file, not both');
+  if (!body.audio_url && !upload) {
+    throw badRequest('The request is invalid: audio_url or an audio file is required', {
+      fieldErrors: { audio_url: ['audio_url or an audio file is required'], audio: ['audio_url or an audio file is required'] },
+    });
+  }
+  if (body.audio_url && !/^https?:\/\//i.test(body.audio_url)) throw invalid('audio_url', 'must be an http or https URL');
+  const boostedWords = cleanBoostedWords(body.boosted_words);
+  const kind = upload ? await checkUpload(upload) : null;
+
+  const id = crypto.randomUUID();
+  const partnerId = principal.partnerId;
+  await deps.db.$transaction(async (tx) => {
+    if (partnerId) {
+      await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtextextended(${`transcripts:${partnerId}`}, 0))`;
+      const limit = deps.config.transcription.concurrencyLimit;
+      const count = await tx.transcript.count({ where: { partnerId, status: { in: ['queued', 'processing'] } } });
+      if (limit > 0 && count >= limit) {
+        throw tooMany(`transcription concurrency limit: at most ${limit} transcripts of a partner can be queued or processing at once; retry when one has finished`, 10);
+      }
+    }
+    await tx.transcript.create({
+      data: {
+        id,
+        partnerId,
+        sourceKind: upload ? 'upload' : 'url',
+        audioUrl: body.audio_url ?? null,
+        uploadedName: upload?.originalName ?? null,
+        audioKind: kind,
+        languageCode: body.language_code,
+        languageAuto: body.language_auto,
+        fillerWords: body.filler_words,
+        formatText: body.format_text,
+        boostedWords,
+      },
+    });
+  });
+  try {
+    if (upload && kind) await deps.storage.moveIn(transcriptFiles.original(id, acceptedContainers[kind]), upload.path);
+    const t = deps.config.transcription;
+    const input: TranscriptWorkflowInput = {
+      transcriptId: id,
+      audioTaskQueue: t.audioTaskQueue,
+      segmentConcurrency: t.segmentConcurrency,
+      heartbeatTimeoutSeconds: t.heartbeatTimeoutSeconds,
+      retentionSeconds: t.retentionSeconds,
+    };
+    await deps.temporal.workflow.start(transcriptWorkflowType, {
+      taskQueue: deps.config.temporalTaskQueue,
+      workflowId: transcriptWorkflowId(id),
+      args: [input],
+      typedSearchAttributes: new TypedSearchAttributes([
+        { key: searchAttributes.partner, value: principal.partnerName ?? 'admin' },
+        { key: searchAttributes.jobStatus, value: 'queued' },
+      ]),
+    });
+  } catch (err) {
+    await deps.db.transcript.deleteMany({ where: { id } });
+    await deps.storage.removePrefix(transcriptFiles.prefix(id));
+    throw new AppError('unavailable', `the transcript could not be queued, nothing was kept; retry later (${(err as Error).message})`);
+  }
+  return { id: `/v2/transcript/${id}`, status: 'queued' };
+}
+
+const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The transcript as spec 2.2 shows it: `{id, status}`, plus `text` and `audio_duration` when
+ * completed, or `error` when failed. Another partner's, an unknown and an expired transcript are
+ * the same 404.
+ */
+export async function readTranscript(deps: TranscriptApiDeps, principal: Principal, id: string) {
+  const row = uuid.test(id) ? await deps.db.transcript.findUnique({ where: { id: id.toLowerCase() } }) : null;
+  const visible = row && (principal.isAdmin || row.partnerId === principal.partnerId) && !(row.expiresAt && row.expiresAt <= new Date());
+  if (!row || !visible) throw notFound('transcript not found');
+  const base = { id: `/v2/transcript/${row.id}`, status: row.status };
+  if (row.status === 'completed') return { ...base, text: row.text ?? '', audio_duration: row.audioDurationSeconds ?? 0 };
+  if (row.status === 'error') return { ...base, error: row.error ?? 'transcription failed' };
+  return base;
+}

@@ -1,0 +1,128 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
+import { newPartner } from '../support/fixtures.js';
+import { newQuotaKey } from '../messaging/support.js';
+import { concatWithPauses, encodeAs, probe, silence, speak, startFileServer, wer } from '../support/audio.js';
+
+/**
+ * /v2/transcript end to end with the local engine: real speech made by festival, submitted by URL
+ * and by upload in every accepted container, polled until completed, compared by word error rate.
+ */
+const passage = [
+  'The weather service expects heavy rain in the northern valleys tomorrow afternoon.',
+  'Farmers should move their animals to higher ground before the evening.',
+  'The bridge on the river road will stay closed until the water level falls.',
+  'Schools in the area will open one hour later than usual on Thursday morning.',
+];
+
+describe('transcription: /v2/transcript with the local engine', function () {
+  this.timeout(300_000);
+  let api: RunningApi;
+  let worker: RunningWorker;
+  let http: ReturnType<typeof client>;
+  let files: Awaited<ReturnType<typeof startFileServer>>;
+  let recording: string;
+  let partner: { name: string; key: string };
+
+  before(async () => {
+    api = await startApi({ TRANSCRIPTION_CONCURRENCY_LIMIT: '0', TRANSCRIPTION_RATE_LIMIT_PER_MINUTE: '0' });
+    http = client(api.url);
+    worker = await startWorker();
+    files = await startFileServer();
+    recording = await concatWithPauses(await Promise.all(passage.map((s) => speak(s))));
+    partner = await newPartner(http);
+  });
+  after(async () => {
+    await worker?.kill();
+    await api?.close();
+    await files?.close();
+  });
+
+  const poll = (id: string, key = partner.key) => http('GET', id, { key });
+  const finished = (id: string, key = partner.key) =>
+    eventually(`transcript ${id} to finish`, async () => {
+      const r = await poll(id, key);
+      return r.body.status === 'completed' || r.body.status === 'error' ? r : null;
+    }, 240_000);
+
+  it('transcribes an audio_url: queued, then processing, then the text and the duration', async () => {
+    const res = await http('POST', '/v2/transcript', { key: partner.key, json: { audio_url: files.url(await encodeAs(recording, 'mp3')) } });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.match(res.body.id, /^\/v2\/transcript\/[0-9a-f-]{36}$/);
+    assert.equal(res.body.status, 'queued');
+    // Every status a polling client sees, in order, starting with the submission's answer.
+    const observed: string[] = [res.body.status];
+    const done = await eventually('completion', async () => {
+      const r = await poll(res.body.id);
+      observed.push(r.body.status);
+      if (r.body.status === 'completed' || r.body.status === 'error') return r;
+      assert.deepEqual(Object.keys(r.body).sort(), ['id', 'status']);
+      return null;
+    }, 240_000);
+    assert.equal(done.body.status, 'completed', JSON.stringify(done.body));
+    assert.deepEqual(Object.keys(done.body).sort(), ['audio_duration', 'id', 'status', 'text']);
+    assert.equal(done.body.audio_duration, Math.round((await probe(recording)).duration));
+    const rate = wer(passage.join(' '), done.body.text);
+    assert.ok(rate <= 0.3, `WER ${rate.toFixed(2)}: ${done.body.text}`);
+
+    // Statuses only move forward (queued → processing → completed), and the client saw the
+    // transcript at work: the first poll follows the submission by milliseconds, while preparing
+    // and recognising some 20 s of speech takes seconds, so polls every 200 ms see `processing`.
+    const order = ['queued', 'processing', 'completed'];
+    const steps = observed.filter((s, i) => i === 0 || s !== observed[i - 1]);
+    for (const s of steps) assert.ok(order.includes(s), `unexpected status ${s} in ${steps.join(' → ')}`);
+    for (let i = 1; i < steps.length; i++) assert.ok(order.indexOf(steps[i]!) > order.indexOf(steps[i - 1]!), `went backwards: ${steps.join(' → ')}`);
+    assert.deepEqual(steps.slice(-2), ['processing', 'completed'], `processing was seen before completion: ${steps.join(' → ')}`);
+  });
+
+  it('transcribes an upload in each accepted container (mp3 wav ogg flac m4a mp4 webm)', async () => {
+    const clip = await speak('Please call the doctor tomorrow morning about the weather report.', 'flite-kal');
+    const ids: Array<[string, string]> = [];
+    for (const ext of ['mp3', 'wav', 'ogg', 'flac', 'm4a', 'mp4', 'webm']) {
+      const file = await encodeAs(clip, ext);
+      const res = await http('POST', '/v2/transcript', { key: partner.key, form: { audio: { name: `clip.${ext}`, content: fs.readFileSync(file) } } });
+      assert.equal(res.status, 200, `${ext}: ${JSON.stringify(res.body)}`);
+      ids.push([ext, res.body.id]);
+    }
+    for (const [ext, id] of ids) {
+      const done = await finished(id);
+      assert.equal(done.body.status, 'completed', `${ext}: ${JSON.stringify(done.body)}`);
+      assert.ok(wer('please call the doctor tomorrow morning about the weather report', done.body.text) <= 0.3, `${ext}: ${done.body.text}`);
+    }
+  });
+
+  it('format_text adds capitals and sentence ends; without it the text is lower case and unpunctuated', async () => {
+    const upload = { name: 'passage.wav', content: fs.readFileSync(recording) };
+    const formatted = await http('POST', '/v2/transcript', { key: partner.key, form: { audio: upload } });
+    const plain = await http('POST', '/v2/transcript', { key: partner.key, form: { audio: upload, format_text: 'false' } });
+    const a = (await finished(formatted.body.id)).body.text as string;
+    const b = (await finished(plain.body.id)).body.text as string;
+    assert.match(a, /^[A-Z]/);
+    assert.match(a, /[.?]$/);
+    assert.equal(b, b.toLowerCase());
+    assert.doesNotMatch(b, /[.,?!]/);
+    assert.ok(wer(a, b) === 0, `${a} / ${b}`);
+  });
+
+  it('silence completes with an empty text', async () => {
+    const res = await http('POST', '/v2/transcript', { key: partner.key, form: { audio: { name: 'quiet.wav', content: fs.readFileSync(await silence(3)) } } });
+    const done = await finished(res.body.id);
+    assert.deepEqual(done.body, { id: res.body.id, status: 'completed', text: '', audio_duration: 3 });
+  });
+
+  it('round trip: speech from /v2/audio/speech, transcribed back by /v2/transcript', async () => {
+    const text = 'Our office in Nairobi opens next week. The new team will start on Monday morning.';
+    const { key } = await newQuotaKey(http, { quota_type: 'speech' });
+    const spoken = await fetch(`${api.url}/v2/audio/speech`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'tts-1', voice: 'slt', input: text, response_format: 'wav' }),
+    });
+    assert.equal(spoken.status, 200);
+    const res = await http('POST', '/v2/transcript', { key: partner.key, form: { audio: { name: 'speech.wav', content: Buffer.from(await spoken.arrayBuffer()) } } });
+    const done = await finished(res.body.id);
+    assert.equal(done.body.status, 'completed');
+    assert.ok(wer(text, done.body.text) <= 0.3, done.body.text);
+  });
+});

@@ -1,0 +1,139 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
+import { newPartner } from '../support/fixtures.js';
+import { speak } from '../support/audio.js';
+import { multipartFields, startOpenAiUpstream, type OpenAiUpstream } from '../support/openai-upstream.js';
+
+/**
+ * The two engines behind /v2/transcript: local PocketSphinx (English only; boosted words through
+ * keyword spotting) and an OpenAI-compatible transcription API (language mapped, boosted words in
+ * the prompt, fillers and formatting applied to its text, failures retried or final).
+ */
+describe('transcription engines', function () {
+  this.timeout(300_000);
+  let api: RunningApi;
+  let http: ReturnType<typeof client>;
+  let partner: { name: string; key: string };
+
+  before(async () => {
+    api = await startApi({ TRANSCRIPTION_RATE_LIMIT_PER_MINUTE: '0', TRANSCRIPTION_CONCURRENCY_LIMIT: '0' });
+    http = client(api.url);
+    partner = await newPartner(http);
+  });
+  after(async () => {
+    await api?.close();
+  });
+
+  const submit = async (audio: string, fields: Record<string, string | string[]> = {}) => {
+    const fd = new FormData();
+    fd.append('audio', new Blob([new Uint8Array(fs.readFileSync(audio))]), 'speech.wav');
+    for (const [k, v] of Object.entries(fields)) for (const x of Array.isArray(v) ? v : [v]) fd.append(Array.isArray(v) ? `${k}[]` : k, x);
+    const res = await fetch(`${api.url}/v2/transcript`, { method: 'POST', headers: { 'X-Api-Key': partner.key }, body: fd });
+    assert.equal(res.status, 200, await res.clone().text());
+    return ((await res.json()) as { id: string }).id;
+  };
+  const result = (id: string) =>
+    eventually(`transcript ${id}`, async () => {
+      const r = await http('GET', id, { key: partner.key });
+      return r.body.status === 'completed' || r.body.status === 'error' ? r.body : null;
+    }, 180_000);
+
+  describe('local PocketSphinx', () => {
+    let worker: RunningWorker;
+    let sunny: string;
+    before(async () => {
+      worker = await startWorker();
+      // flite's slt voice saying "sunny" is heard as "sunday" by PocketSphinx's language model.
+      sunny = await speak('The weather today is sunny with a light breeze. We should go to the beach.', 'flite-slt');
+    });
+    after(async () => {
+      await worker?.kill();
+    });
+
+    it('boosted words change a doubtful word into the boosted one; unspoken boosted words change nothing', async () => {
+      const [plain, boosted, unspoken] = await Promise.all([
+        submit(sunny, { format_text: 'false' }),
+        submit(sunny, { format_text: 'false', boosted_words: ['sunny'] }),
+        submit(sunny, { format_text: 'false', boosted_words: ['quinoa', 'gdansk', 'ibuprofen', 'kowalski'] }),
+      ]);
+      const a = await result(plain);
+      const b = await result(boosted);
+      const c = await result(unspoken);
+      assert.match(a.text, /\bsunday\b/, `without boosting the engine hears "sunday": ${a.text}`);
+      assert.match(b.text, /\bsunny\b/, b.text);
+      assert.doesNotMatch(b.text, /\bsunday\b/, b.text);
+      assert.equal(b.text.replace('sunny', 'sunday'), a.text, 'nothing else changed');
+      assert.equal(c.text, a.text);
+    });
+
+    it('a language the engine cannot do ends in error saying so, never in a transcript', async () => {
+      const german = await speak('Die Besprechung beginnt morgen früh um neun Uhr.', 'espeak', 'de');
+      const de = await result(await submit(german, { language_code: 'de' }));
+      assert.deepEqual(Object.keys(de).sort(), ['error', 'id', 'status']);
+      assert.equal(de.status, 'error');
+      assert.match(de.error, /language_code 'de' cannot be transcribed by the local PocketSphinx engine \(English only\)/);
+      const auto = await result(await submit(german, { language_auto: 'true' }));
+      assert.equal(auto.status, 'error');
+      assert.match(auto.error, /language_auto .* cannot be transcribed/);
+      const uk = await result(await submit(sunny, { language_code: 'en_uk' }));
+      assert.equal(uk.status, 'completed', 'regional English is English');
+    });
+  });
+
+  describe('an OpenAI-compatible transcription API (TRANSCRIPTION_MODEL)', () => {
+    let worker: RunningWorker;
+    let upstream: OpenAiUpstream;
+    let clip: string;
+    let answer: string;
+    before(async () => {
+      answer = 'Um, I think, uh, we should go. Hmm, what time is it?';
+      upstream = await startOpenAiUpstream((call) => (call.path.endsWith('/audio/transcriptions') ? { json: { text: answer } } : { status: 404, json: { error: { message: 'no' } } }));
+      worker = await startWorker({ TRANSCRIPTION_MODEL: 'test-stt', TRANSCRIPTION_BASE_URL: upstream.baseUrl, TRANSCRIPTION_API_KEY: 'sk-stt' });
+      clip = await speak('Hello there.', 'flite-kal');
+    });
+    after(async () => {
+      await worker?.kill();
+      await upstream?.close();
+    });
+
+    const lastFields = () => multipartFields(upstream.callsTo('/v1/audio/transcriptions').at(-1)!.body);
+
+    it('sends the model, the mapped language and the boosted words as the prompt', async () => {
+      const uk = await result(await submit(clip, { language_code: 'en_uk', boosted_words: ['Kowalski', 'quinoa'] }));
+      assert.equal(uk.status, 'completed', JSON.stringify(uk));
+      const f = lastFields();
+      assert.equal(f.model, 'test-stt');
+      assert.equal(f.language, 'en');
+      assert.match(f.prompt ?? '', /Kowalski, quinoa/);
+      assert.equal(upstream.callsTo('/v1/audio/transcriptions').at(-1)!.headers.authorization, 'Bearer sk-stt');
+      await result(await submit(clip, { language_code: 'de' }));
+      assert.equal(lastFields().language, 'de');
+      await result(await submit(clip, { language_auto: 'true', language_code: 'fr' }));
+      assert.equal(lastFields().language, undefined, 'language_auto: the model identifies it');
+    });
+
+    it('fillers are removed unless filler_words; format_text=false lowers the case and drops punctuation', async () => {
+      const plain = await result(await submit(clip));
+      assert.equal(plain.text, 'I think, we should go. What time is it?');
+      const fillers = await result(await submit(clip, { filler_words: 'true' }));
+      assert.equal(fillers.text, answer);
+      assert.match(lastFields().prompt ?? '', /Umm, let me think/);
+      const bare = await result(await submit(clip, { filler_words: 'true', format_text: 'false' }));
+      assert.equal(bare.text, 'um i think uh we should go hmm what time is it');
+    });
+
+    it('server errors are retried; a refusal ends in error with the provider message', async () => {
+      const before = upstream.callsTo('/v1/audio/transcriptions').length;
+      upstream.respond(() => (upstream.callsTo('/v1/audio/transcriptions').length - before <= 2 ? { status: 500, json: { error: { message: 'overloaded' } } } : { json: { text: 'Recovered.' } }));
+      const ok = await result(await submit(clip));
+      assert.equal(ok.status, 'completed');
+      assert.equal(ok.text, 'Recovered.');
+      assert.equal(upstream.callsTo('/v1/audio/transcriptions').length - before, 3);
+      upstream.respond(() => ({ status: 400, json: { error: { message: 'Audio file might be corrupted or unsupported', type: 'invalid_request_error' } } }));
+      const failed = await result(await submit(clip));
+      assert.equal(failed.status, 'error');
+      assert.match(failed.error, /refused the audio \(HTTP 400\).*Audio file might be corrupted/);
+    });
+  });
+});
