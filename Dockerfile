@@ -62,24 +62,18 @@ CMD ["bash", "scripts/prisma.sh", "migrate", "deploy"]
 
 # ---------------------------------------------------------------------------
 # runtime: API (default CMD) and worker (`node --import tsx workers/main.ts`).
-# Debian packages the pipelines shell out to:
-#   ffmpeg                          audio/video demuxing and transcoding
-#   tesseract-ocr (+eng, osd)       OCR of scanned documents and images
-#   pocketsphinx, pocketsphinx-en-us offline speech-to-text (English model)
-#   flite                           offline text-to-speech
-#   tini                            PID 1: forwards SIGTERM so the API drains
-#                                   and the Temporal worker shuts down cleanly
+# The Debian packages the services shell out to are exactly
+# scripts/runtime-packages.txt (the list scripts/setup.sh installs too):
+# poppler, antiword/catdoc, LibreOffice (-nogui), tesseract with the OCR
+# languages, ffmpeg, pocketsphinx, flite, espeak-ng, festival with the HTS
+# voice, kakasi (Japanese kana for espeak-ng). Besides them only tini,
+# PID 1: it forwards SIGTERM so the API drains and the worker shuts down cleanly.
 # ---------------------------------------------------------------------------
 FROM base AS runtime
+COPY scripts/runtime-packages.txt /tmp/runtime-packages.txt
 RUN apt-get update \
- && apt-get install -y --no-install-recommends \
-      ffmpeg \
-      tesseract-ocr \
-      pocketsphinx \
-      pocketsphinx-en-us \
-      flite \
-      tini \
- && rm -rf /var/lib/apt/lists/*
+ && grep -v '^#' /tmp/runtime-packages.txt | xargs apt-get install -y --no-install-recommends tini \
+ && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages.txt
 
 ENV NODE_ENV=production \
     PORT=3000 \

@@ -1,11 +1,18 @@
-import { pdf } from '../support/samples.js';
+import { legacyOfficeFile, pdf, pdfOf, scannedPage } from '../support/samples.js';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import yazl from 'yazl';
-import { extractDocument } from '../../lib/kb/extractors/documents.js';
-import { UnreadableDocument } from '../../lib/kb/extractors/types.js';
+import * as samples from '../support/office-samples.js';
+import { extractFile, type ExtractOptions } from '../../lib/digitization/extractors/index.js';
+import { UnreadableDocument } from '../../lib/digitization/extractors/types.js';
+import { ToolFailed } from '../../lib/platform/child-process.js';
+import { toolPath } from '../support/tool-path.js';
+import { PocketSphinxEngine } from '../../lib/providers/speech-to-text.js';
+
+/** The production defaults (lib/platform/config.ts), OCR languages detected. */
+export const extractOptions: ExtractOptions = { ocrLanguages: null, pdfOcr: { maxPages: 100, concurrency: 2, dpi: 300 }, libreOfficeTimeoutMs: 120_000, speechToText: new PocketSphinxEngine() };
+const extractDocument = (file: string, ext: string) => extractFile(file, ext, extractOptions);
 
 /**
  * Document text extraction. Every sample is generated here in a temp dir as a small but real file
@@ -22,92 +29,11 @@ function write(name: string, data: string | Buffer): string {
   return file;
 }
 
-function zip(name: string, parts: Record<string, string>): Promise<string> {
-  const file = path.join(dir, `${counter++}-${name}`);
-  return new Promise((resolve, reject) => {
-    const z = new yazl.ZipFile();
-    for (const [partName, text] of Object.entries(parts)) z.addBuffer(Buffer.from(text), partName);
-    z.end();
-    z.outputStream.pipe(fs.createWriteStream(file)).on('close', () => resolve(file)).on('error', reject);
-  });
-}
-
-const contentTypes = (overrides: Record<string, string>) =>
-  `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
-<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">
-<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>
-<Default Extension="xml" ContentType="application/xml"/>
-${Object.entries(overrides).map(([p, t]) => `<Override PartName="/${p}" ContentType="${t}"/>`).join('\n')}
-</Types>`;
-
-const rels = (list: Array<[string, string, string]>) =>
-  `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
-<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">
-${list.map(([id, type, target]) => `<Relationship Id="${id}" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/${type}" Target="${target}"/>`).join('\n')}
-</Relationships>`;
-
-const core = (title: string) =>
-  `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
-<cp:coreProperties xmlns:cp="http://schemas.openxmlformats.org/package/2006/metadata/core-properties" xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>${title}</dc:title></cp:coreProperties>`;
-
-const W = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"';
-function docx(paragraphs: string[]): Promise<string> {
-  return zip('sample.docx', {
-    '[Content_Types].xml': contentTypes({ 'word/document.xml': 'application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml' }),
-    '_rels/.rels': rels([['rId1', 'officeDocument', 'word/document.xml'], ['rId2', 'metadata/core-properties', 'docProps/core.xml']]),
-    'docProps/core.xml': core('Docx Title'),
-    'word/document.xml': `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
-<w:document ${W}><w:body>${paragraphs.map((p) => `<w:p><w:r><w:t xml:space="preserve">${p}</w:t></w:r></w:p>`).join('')}<w:sectPr/></w:body></w:document>`,
-  });
-}
-
-const P = 'xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main" xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"';
-function pptx(slides: string[][]): Promise<string> {
-  const parts: Record<string, string> = {
-    '[Content_Types].xml': contentTypes({ 'ppt/presentation.xml': 'application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml' }),
-    '_rels/.rels': rels([['rId1', 'officeDocument', 'ppt/presentation.xml']]),
-    'ppt/presentation.xml': `<?xml version="1.0" encoding="UTF-8"?><p:presentation ${P}><p:sldIdLst>${slides.map((_, i) => `<p:sldId id="${256 + i}" r:id="rId${i + 1}"/>`).join('')}</p:sldIdLst></p:presentation>`,
-    'ppt/_rels/presentation.xml.rels': rels(slides.map((_, i) => [`rId${i + 1}`, 'slide', `slides/slide${i + 1}.xml`])),
-  };
-  slides.forEach((paras, i) => {
-    parts[`ppt/slides/slide${i + 1}.xml`] = `<?xml version="1.0" encoding="UTF-8"?><p:sld ${P}><p:cSld><p:spTree><p:sp><p:txBody><a:bodyPr/>${paras
-      .map((t) => `<a:p><a:r><a:rPr lang="en-US"/><a:t>${t}</a:t></a:r></a:p>`)
-      .join('')}</p:txBody></p:sp></p:spTree></p:cSld></p:sld>`;
-  });
-  return zip('sample.pptx', parts);
-}
-
-const S = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"';
-function xlsx(sheets: Array<{ name: string; rows: string }>, shared: string[]): Promise<string> {
-  const parts: Record<string, string> = {
-    '[Content_Types].xml': contentTypes({ 'xl/workbook.xml': 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml' }),
-    '_rels/.rels': rels([['rId1', 'officeDocument', 'xl/workbook.xml'], ['rId2', 'metadata/core-properties', 'docProps/core.xml']]),
-    'docProps/core.xml': core('Budget Book'),
-    'xl/workbook.xml': `<?xml version="1.0" encoding="UTF-8"?><workbook ${S}><sheets>${sheets
-      .map((s, i) => `<sheet name="${s.name}" sheetId="${i + 1}" r:id="rId${i + 1}"/>`)
-      .join('')}</sheets></workbook>`,
-    'xl/_rels/workbook.xml.rels': rels([
-      ...sheets.map((_, i): [string, string, string] => [`rId${i + 1}`, 'worksheet', `worksheets/sheet${i + 1}.xml`]),
-      ['rIdS', 'sharedStrings', 'sharedStrings.xml'],
-    ]),
-    'xl/sharedStrings.xml': `<?xml version="1.0" encoding="UTF-8"?><sst ${S} count="${shared.length}" uniqueCount="${shared.length}">${shared.map((s) => `<si>${s}</si>`).join('')}</sst>`,
-  };
-  sheets.forEach((s, i) => {
-    parts[`xl/worksheets/sheet${i + 1}.xml`] = `<?xml version="1.0" encoding="UTF-8"?><worksheet ${S}><sheetData>${s.rows}</sheetData></worksheet>`;
-  });
-  return zip('sample.xlsx', parts);
-}
-
-function epub(chapters: Array<{ id: string; html: string }>, spine: string[]): Promise<string> {
-  return zip('sample.epub', {
-    mimetype: 'application/epub+zip',
-    'META-INF/container.xml': `<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>`,
-    'OEBPS/content.opf': `<?xml version="1.0" encoding="UTF-8"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:identifier id="id">x</dc:identifier><dc:title>The Sample Book</dc:title><dc:language>en</dc:language></metadata><manifest>${chapters
-      .map((c) => `<item id="${c.id}" href="text/${c.id}.xhtml" media-type="application/xhtml+xml"/>`)
-      .join('')}</manifest><spine>${spine.map((id) => `<itemref idref="${id}"/>`).join('')}</spine></package>`,
-    ...Object.fromEntries(chapters.map((c) => [`OEBPS/text/${c.id}.xhtml`, `<?xml version="1.0" encoding="UTF-8"?><html xmlns="http://www.w3.org/1999/xhtml"><head><title>${c.id}</title></head><body>${c.html}</body></html>`])),
-  });
-}
+const docx = async (paragraphs: string[]) => write('sample.docx', await samples.docx(paragraphs));
+const pptx = async (slides: string[][]) => write('sample.pptx', await samples.pptx(slides));
+const xlsx = async (sheets: Array<{ name: string; rows: string }>, shared: string[]) => write('sample.xlsx', await samples.xlsx(sheets, shared));
+const epub = async (chapters: Array<{ id: string; html: string }>, spine: string[]) => write('sample.epub', await samples.epub(chapters, spine));
+const zip = async (name: string, parts: Record<string, string>) => write(name, await samples.zip(parts));
 
 async function rejectsUnreadable(file: string, ext: string, pattern: RegExp): Promise<void> {
   await assert.rejects(extractDocument(file, ext), (err: unknown) => {
@@ -129,11 +55,58 @@ describe('document text extraction', () => {
       assert.doesNotMatch(text, /Tj|BT|endobj/);
       assert.equal(title, 'Report Title');
     });
-    it('a PDF without text needs OCR', async () => {
-      await rejectsUnreadable(write('b.pdf', pdf([])), 'pdf', /PDF contains no extractable text.*OCR/);
+    it('a PDF whose only page has neither text nor anything OCR can read is unreadable', async () => {
+      await rejectsUnreadable(write('b.pdf', pdf([])), 'pdf', /the PDF contains no text, and OCR recognised none on its 1 scanned page/);
     });
     it('a damaged PDF is unreadable', async () => {
       await rejectsUnreadable(write('c.pdf', '%PDF-1.4\ngarbage'), 'pdf', /PDF cannot be read/);
+    });
+
+    describe('scanned pages (OCR)', function () {
+      this.timeout(180_000);
+      let english: Awaited<ReturnType<typeof scannedPage>>;
+      before(async () => {
+        english = await scannedPage(['The lighthouse keeper wrote in the logbook', 'every evening before the storm arrived']);
+      });
+
+      it('keeps the text pages of a mixed PDF and reads its scanned page by OCR, recording which page that was', async () => {
+        const file = write('mixed.pdf', pdfOf([{ lines: ['Chapter one is typed text'] }, english, { lines: ['Chapter three is typed as well'] }]));
+        const { text } = await extractDocument(file, 'pdf');
+        const [first, second, third] = text.split(/\n\n(?=Chapter|<!--)/);
+        assert.match(first!, /^Chapter one is typed text$/m);
+        assert.match(second!, /^<!-- page 2: OCR \(tesseract, eng\) -->$/m);
+        assert.match(second!, /lighthouse keeper wrote in the logbook/i);
+        assert.match(third!, /^Chapter three is typed as well$/m);
+        assert.doesNotMatch(text, /page 1: OCR|page 3: OCR/);
+      });
+
+      it('detects the language of scanned pages: German is read with umlauts, Russian in Cyrillic', async () => {
+        const german = await scannedPage(['Die Kündigungsfrist beträgt drei Monate zum Quartalsende.', 'Größere Schäden müssen schriftlich gemeldet werden.']);
+        const de = await extractDocument(write('de.pdf', pdfOf([german])), 'pdf');
+        assert.match(de.text, /page 1: OCR \(tesseract, deu\+eng\)/);
+        assert.match(de.text, /Kündigungsfrist beträgt/);
+        assert.match(de.text, /Größere Schäden müssen/);
+        const russian = await scannedPage(['Мы сохраняем документы в базе знаний', 'и отвечаем на вопросы клиентов']);
+        const ru = await extractDocument(write('ru.pdf', pdfOf([russian])), 'pdf');
+        assert.match(ru.text, /page 1: OCR \(tesseract, rus\+eng\)/);
+        assert.match(ru.text, /сохраняем документы в базе знаний/);
+      });
+
+      it('reads in the languages a document or knowledge base chose, without detecting', async () => {
+        const french = await scannedPage(['Le gardien du phare écrivait chaque soir', 'avant que la tempête ne commence.']);
+        const { text } = await extractFile(write('fr.pdf', pdfOf([french])), 'pdf', { ...extractOptions, ocrLanguages: ['fra'] });
+        assert.match(text, /page 1: OCR \(tesseract, fra\+eng\)/);
+        assert.match(text, /tempête/);
+      });
+
+      it('refuses more scanned pages than PDF_OCR_MAX_PAGES allows, saying so', async () => {
+        const file = write('long.pdf', pdfOf([english, english, english]));
+        await assert.rejects(extractFile(file, 'pdf', { ...extractOptions, pdfOcr: { ...extractOptions.pdfOcr, maxPages: 2 } }), (err: unknown) => {
+          assert.ok(err instanceof UnreadableDocument);
+          assert.match(err.message, /the PDF has 3 pages without a text layer that need OCR; at most 2 are read \(PDF_OCR_MAX_PAGES\)/);
+          return true;
+        });
+      });
     });
   });
 
@@ -176,7 +149,7 @@ describe('document text extraction', () => {
         ['<t>Item</t>', '<r><t>Am</t></r><r><t>ount</t></r>', '<t>Paper</t>'],
       );
       const { text, title } = await extractDocument(file, 'xlsx');
-      assert.match(text, /## Costs\n\nItem \| Amount\nPaper \|  \| 42\.5/);
+      assert.match(text, /## Costs\n\nItem \| Amount\nPaper \| {2}\| 42\.5/);
       assert.match(text, /## Notes\n\nInline note \| TRUE/);
       assert.doesNotMatch(text, /<v>|<c /);
       assert.equal(title, 'Budget Book');
@@ -280,6 +253,50 @@ describe('document text extraction', () => {
     });
     it('an empty text file is unreadable', async () => {
       await rejectsUnreadable(write('e.txt', ' \n\n'), 'txt', /\.txt file is empty/);
+    });
+  });
+
+  describe('Office 97-2003 files made by LibreOffice (converted by LibreOffice to read them)', function () {
+    this.timeout(180_000);
+
+    it('reads a .doc that antiword cannot', async () => {
+      const file = await legacyOfficeFile('doc', 'Lighthouse keepers log\n\nThe lamp was lit at dusk.\nStorms came from the west.\n', dir);
+      const { text } = await extractDocument(file, 'doc');
+      assert.match(text, /Lighthouse keepers log/);
+      assert.match(text, /The lamp was lit at dusk\./);
+      assert.match(text, /Storms came from the west\./);
+    });
+
+    it('reads a .xls as sheets of | separated cells', async () => {
+      const file = await legacyOfficeFile('xls', 'Quarter,Revenue\nQ1,1200\nQ2,1350\n', dir);
+      const { text } = await extractDocument(file, 'xls');
+      assert.match(text, /^Quarter \| Revenue$/m);
+      assert.match(text, /^Q2 \| 1350$/m);
+    });
+
+    it('reads a .ppt from which catppt reads nothing, slide by slide', async () => {
+      const file = await legacyOfficeFile('ppt', ['The harbour opens at dawn', 'Fishing boats return by noon'], dir);
+      const { text } = await extractDocument(file, 'ppt');
+      assert.match(text, /## Slide 1\n+The harbour opens at dawn/);
+      assert.match(text, /## Slide 2\n+Fishing boats return by noon/);
+    });
+
+    it('without LibreOffice on the server: a .doc is read by the old readers; a .ppt they read nothing from is a missing tool naming its package (retried), not "contains no text"', async () => {
+      const doc = await legacyOfficeFile('doc', 'Lighthouse keepers log\n\nThe lamp was lit at dusk.\n', dir);
+      const ppt = await legacyOfficeFile('ppt', ['The harbour opens at dawn'], dir);
+      const saved = process.env.PATH;
+      process.env.PATH = toolPath(path.join(dir, `no-soffice-${counter++}`), { without: ['soffice'] });
+      try {
+        assert.match((await extractDocument(doc, 'doc')).text, /The lamp was lit at dusk\./);
+        await assert.rejects(extractDocument(ppt, 'ppt'), (err: unknown) => {
+          assert.ok(err instanceof ToolFailed && !(err instanceof UnreadableDocument), `a server problem, not the file's: ${String(err)}`);
+          assert.equal(err.kind, 'missing');
+          assert.equal(err.message, 'the PowerPoint 97-2003 presentation (.ppt) cannot be read here: the server lacks LibreOffice (soffice, Debian package libreoffice-impress-nogui)');
+          return true;
+        });
+      } finally {
+        process.env.PATH = saved;
+      }
     });
   });
 

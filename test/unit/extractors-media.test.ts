@@ -6,19 +6,34 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { extractMedia } from '../../lib/kb/extractors/media.js';
-import { UnreadableDocument } from '../../lib/kb/extractors/types.js';
+import { extractMedia } from '../../lib/digitization/extractors/media.js';
+import { UnreadableDocument } from '../../lib/digitization/extractors/types.js';
 import {
-  LocalPocketSphinx,
-  OpenAiCompatibleSpeechToText,
-  wavDurationSeconds,
-  type SpeechToText,
+  PocketSphinxEngine,
+  OpenAiTranscriptionEngine,
+  type SpeechToTextEngine,
 } from '../../lib/providers/speech-to-text.js';
+import { readWavInfo } from '../../lib/audio/wav.js';
+
+/** An engine that answers `text` and lets the test see each segment it was given. */
+function fakeEngine(text: string, seen: (wavPath: string) => Promise<void> = async () => undefined): SpeechToTextEngine {
+  return {
+    id: 'fake',
+    description: 'a fake engine',
+    maxSegmentSeconds: 600,
+    supports: () => true,
+    async transcribeSegment(req) {
+      await seen(req.wavPath);
+      return { text, words: null };
+    },
+  };
+}
+const local = new PocketSphinxEngine();
 
 /**
  * Media extractors: OCR (tesseract) and speech to text (ffmpeg + PocketSphinx, or an
  * OpenAI-compatible endpoint). Every input is generated here with offline tools from
- * scripts/apt-packages.txt (ffmpeg drawtext + fonts-dejavu-core for images, flite or espeak-ng for
+ * scripts/runtime-packages.txt and scripts/dev-packages.txt (ffmpeg drawtext + fonts-dejavu-core for images, flite or espeak-ng for
  * speech); the OpenAI-compatible server listens on 127.0.0.1 only.
  */
 
@@ -76,7 +91,7 @@ describe('media extractors', function () {
         const file = ext === 'png' ? png : path.join(dir, `hello.${ext}`);
         if (ext !== 'png') await ffmpeg('-i', png, '-frames:v', '1', file);
         const before = await mediaTempDirs();
-        const { text } = await extractMedia(file, ext);
+        const { text } = await extractMedia(file, ext, { speech: local, ocrLanguages: null });
         assert.match(text, /hello/i);
         assert.match(text, /world/i);
         assert.deepEqual(await mediaTempDirs(), before, 'temp files are cleaned');
@@ -86,20 +101,20 @@ describe('media extractors', function () {
     it('accepts an upload path without extension and an upper-case extension', async () => {
       const file = path.join(dir, 'upload-no-ext');
       await ffmpeg('-i', png, '-frames:v', '1', '-f', 'image2', '-c:v', 'mjpeg', file);
-      const { text } = await extractMedia(file, '.JPG');
+      const { text } = await extractMedia(file, '.JPG', { speech: local, ocrLanguages: null });
       assert.match(text, /hello world/i);
     });
 
     it('a blank image is unreadable', async () => {
       const file = path.join(dir, 'blank.png');
       await ffmpeg('-f', 'lavfi', '-i', 'color=c=white:s=400x200', '-frames:v', '1', file);
-      await rejectsUnreadable(extractMedia(file, 'png'), /no text was recognised in the image/);
+      await rejectsUnreadable(extractMedia(file, 'png', { speech: local, ocrLanguages: null }), /no text was recognised in the image/);
     });
 
     it('a corrupt image is unreadable', async () => {
       const file = path.join(dir, 'corrupt.gif');
       await sh('sh', ['-c', `printf 'GIF89a not really an image' > '${file}'`]);
-      await rejectsUnreadable(extractMedia(file, 'gif'), /could not be read/);
+      await rejectsUnreadable(extractMedia(file, 'gif', { speech: local, ocrLanguages: null }), /could not be read/);
     });
   });
 
@@ -128,7 +143,7 @@ describe('media extractors', function () {
     for (const ext of ['wav', 'mp3', 'm4a', 'mp4', 'mov', 'avi']) {
       it(`transcribes a .${ext} file locally (PocketSphinx)`, async () => {
         const before = await mediaTempDirs();
-        const { text } = await extractMedia(path.join(dir, `speech.${ext}`), ext, { speech: new LocalPocketSphinx() });
+        const { text } = await extractMedia(path.join(dir, `speech.${ext}`), ext, { speech: local, ocrLanguages: null });
         console.log(`      [${ext}] transcript: ${JSON.stringify(text)}`);
         const hits = KEY_WORDS.filter((w) => text.toLowerCase().includes(w));
         assert.ok(hits.length >= 2, `expected at least 2 of ${KEY_WORDS.join(', ')} in ${JSON.stringify(text)}`);
@@ -138,8 +153,7 @@ describe('media extractors', function () {
 
     it('hands the provider a 16 kHz mono 16-bit WAV and reports its duration', async () => {
       let seen: { rate: number; channels: number; bits: number; duration: number } | null = null;
-      const spy: SpeechToText = {
-        async transcribe(wavPath) {
+      const spy = fakeEngine('spy text', async (wavPath) => {
           const out = await sh('ffprobe', [
             '-v', 'error', '-show_entries', 'stream=sample_rate,channels,bits_per_sample,codec_name',
             '-of', 'json', wavPath,
@@ -147,12 +161,10 @@ describe('media extractors', function () {
           const s = (JSON.parse(out) as { streams: Array<Record<string, unknown>> }).streams[0]!;
           seen = {
             rate: Number(s.sample_rate), channels: Number(s.channels), bits: Number(s.bits_per_sample),
-            duration: await wavDurationSeconds(wavPath),
+            duration: (await readWavInfo(wavPath)).durationSeconds,
           };
-          return { text: 'spy text', durationSeconds: seen.duration };
-        },
-      };
-      const res = await extractMedia(path.join(dir, 'speech.mp4'), 'mp4', { speech: spy });
+      });
+      const res = await extractMedia(path.join(dir, 'speech.mp4'), 'mp4', { speech: spy, ocrLanguages: null });
       assert.equal(res.text, 'spy text');
       assert.ok(seen);
       const s = seen as { rate: number; channels: number; bits: number; duration: number };
@@ -163,20 +175,20 @@ describe('media extractors', function () {
     });
 
     it('a video without an audio track is unreadable', async () => {
-      await rejectsUnreadable(extractMedia(path.join(dir, 'silent-video.mp4'), 'mp4'), /no audio/);
+      await rejectsUnreadable(extractMedia(path.join(dir, 'silent-video.mp4'), 'mp4', { speech: local, ocrLanguages: null }), /no audio/);
     });
 
     it('silence is unreadable (no speech recognised)', async () => {
       const file = path.join(dir, 'silence.wav');
       await ffmpeg('-f', 'lavfi', '-i', 'anullsrc=r=16000:cl=mono', '-t', '2', file);
-      const empty: SpeechToText = { transcribe: async () => ({ text: '  ', durationSeconds: 2 }) };
-      await rejectsUnreadable(extractMedia(file, 'wav', { speech: empty }), /no speech was recognised/);
+      const empty = fakeEngine('  ');
+      await rejectsUnreadable(extractMedia(file, 'wav', { speech: empty, ocrLanguages: null }), /no speech was recognised/);
     });
 
     it('a corrupt media file is unreadable', async () => {
       const file = path.join(dir, 'corrupt.mp3');
       await sh('sh', ['-c', `head -c 2000 /dev/urandom > '${file}'`]);
-      await rejectsUnreadable(extractMedia(file, 'mp3', { speech: new LocalPocketSphinx() }), /could not be read|no audio|could not be decoded|no speech/);
+      await rejectsUnreadable(extractMedia(file, 'mp3', { speech: local, ocrLanguages: null }), /could not be read|no audio|could not be decoded|no speech/);
     });
 
     describe('OpenAI-compatible provider', () => {
@@ -206,8 +218,8 @@ describe('media extractors', function () {
       });
 
       it('posts the WAV as multipart with the model and returns the text', async () => {
-        const stt = new OpenAiCompatibleSpeechToText({ baseURL: base, apiKey: 'sk-test', model: 'whisper-test', timeoutMs: 30_000 });
-        const { text } = await extractMedia(path.join(dir, 'speech.mp3'), 'mp3', { speech: stt });
+        const stt = new OpenAiTranscriptionEngine({ baseURL: base, apiKey: 'sk-test', model: 'whisper-test', timeoutMs: 30_000 });
+        const { text } = await extractMedia(path.join(dir, 'speech.mp3'), 'mp3', { speech: stt, ocrLanguages: null });
         assert.equal(text, 'Remote transcript of the meeting.');
         const req = requests.at(-1)!;
         assert.equal(req.path, '/v1/audio/transcriptions');
@@ -219,11 +231,10 @@ describe('media extractors', function () {
         assert.ok(body.includes('RIFF') && body.includes('WAVE'), 'the file part is a WAV');
       });
 
-      it('reports the duration of the WAV', async () => {
-        const stt = new OpenAiCompatibleSpeechToText({ baseURL: base, apiKey: 'k', model: 'm' });
+      it('reads the duration of a WAV from its header', async () => {
         const wav16 = path.join(dir, 'speech16.wav');
         await ffmpeg('-i', speechWav, '-ac', '1', '-ar', '16000', '-c:a', 'pcm_s16le', wav16);
-        const { durationSeconds } = await stt.transcribe(wav16);
+        const { durationSeconds } = await readWavInfo(wav16);
         const probed = Number((await sh('ffprobe', ['-v', 'error', '-show_entries', 'format=duration', '-of', 'csv=p=0', wav16])).trim());
         assert.ok(Math.abs(durationSeconds - probed) < 0.05, `${durationSeconds} vs ${probed}`);
       });
@@ -231,6 +242,6 @@ describe('media extractors', function () {
   });
 
   it('rejects extensions it does not handle', async () => {
-    await assert.rejects(extractMedia('/nonexistent', 'pdf'), /does not handle/);
+    await assert.rejects(extractMedia('/nonexistent', 'pdf', { speech: local, ocrLanguages: null }), /does not handle/);
   });
 });
