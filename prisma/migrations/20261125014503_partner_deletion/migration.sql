@@ -1,0 +1,2 @@
+-- AlterTable
+ALTER TABLE "partners" ADD COLUMN     "deletionRequestedAt" TIMESTAMP(3);
