@@ -1,0 +1,224 @@
+import crypto from 'node:crypto';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import type { AbuseLimits, RateLimitedInterface } from '../../lib/platform/config.js';
+import type { Principal } from '../../lib/platform/api-keys.js';
+import { AppError } from '../../lib/platform/errors.js';
+import type { RequestRateLimiter } from '../../lib/platform/rate-limit.js';
+import type { QuotaKeyPrincipal } from '../../lib/messaging/quota-keys.js';
+import { presentedKey } from './api-key.js';
+import type { ErrorStyle } from './errors.js';
+import type { RouteDefinition, RouteEnvironment } from './route.js';
+
+/**
+ * Requests per key per rolling minute on every interface (README, "Abuse resistance"), counted in
+ * Postgres by `RequestRateLimiter` (lib/platform/rate-limit.ts) so that every API replica shares
+ * one count. Who is counted:
+ * - a partner key: its partner (a regenerated key keeps the count);
+ * - a messaging quota key (messaging, speech): the quota key;
+ * - no key or an unknown key: the client's address, when REQUESTS_PER_MINUTE_ANONYMOUS is set;
+ * - the administrator key: never (operators and their tools are trusted).
+ * Over the limit: 429 in the interface's error shape with `Retry-After`; nothing else is done for
+ * the request (no body is read, nothing is stored). A key refused once is refused again by this
+ * process before any database work, even before its key is looked up (`localBlockGate`), until its
+ * Retry-After has passed: a flood costs the service almost nothing.
+ */
+const settingNames: Record<RateLimitedInterface, string> = {
+  'knowledge-base': 'REQUESTS_PER_MINUTE_KNOWLEDGE_BASE',
+  messaging: 'REQUESTS_PER_MINUTE_MESSAGING',
+  transcription: 'REQUESTS_PER_MINUTE_TRANSCRIPTION',
+  speech: 'REQUESTS_PER_MINUTE_SPEECH',
+  'dialog-analysis': 'REQUESTS_PER_MINUTE_DIALOG_ANALYSIS',
+  voices: 'REQUESTS_PER_MINUTE_VOICES',
+};
+
+/** The limit an interface of api/app.ts counts against (the quota-key administration is part of the knowledge-base API's). */
+export const limitedInterfaceOf = (apiName: string): RateLimitedInterface =>
+  (Object.keys(settingNames) as RateLimitedInterface[]).includes(apiName as RateLimitedInterface) ? (apiName as RateLimitedInterface) : 'knowledge-base';
+
+const hashOf = (key: string) => crypto.createHash('sha256').update(key, 'utf8').digest('hex');
+
+/** The hash of the key a request presents (null: none, or two different ones, which the route refuses). */
+function presentedHash(req: Request, queryKey?: string): string | null {
+  try {
+    const key = presentedKey(req, queryKey);
+    return key ? hashOf(key) : null;
+  } catch {
+    return null;
+  }
+}
+
+const clientAddress = (req: Request) => req.socket.remoteAddress ?? 'unknown';
+
+function refusal(iface: RateLimitedInterface, limit: number, retryAfterSeconds: number, anonymous: boolean): AppError {
+  const who = anonymous ? 'requests without a valid key from one address' : 'this key';
+  const setting = anonymous ? 'REQUESTS_PER_MINUTE_ANONYMOUS' : settingNames[iface];
+  return new AppError(
+    'rate_limited',
+    `Too many requests: ${who} may send ${limit} requests a minute to the ${iface} interface (${setting}). Try again in ${retryAfterSeconds} second${retryAfterSeconds === 1 ? '' : 's'}.`,
+    { retryAfterSeconds },
+  );
+}
+
+const presentedBucket = (iface: RateLimitedInterface, hash: string) => `presented:${iface}:${hash}`;
+const anonymousBucket = (req: Request) => `requests:anonymous:${clientAddress(req)}`;
+
+/**
+ * A limit per minute, counted over a sliding window of 10 seconds (a sixth of it) when it is 60 or
+ * more: a key cannot spend its whole minute in one burst (1,200 requests in a second would hold
+ * up everyone's requests in that second). Smaller limits keep the minute.
+ */
+export const smoothed = (perMinute: number) => (perMinute >= 60 ? { seconds: 10, max: Math.ceil(perMinute / 6) } : { seconds: 60, max: perMinute });
+
+/**
+ * Requests of one key handled at once by this process (REQUESTS_IN_FLIGHT_PER_KEY): more wait
+ * for a slot, in order (at most 256 waiting; beyond, 429). Within its rate a key may still send in
+ * bursts; this keeps a burst from occupying the process and its database connections while other
+ * keys wait. Not for the streaming interfaces (messaging, speech), whose answers last minutes.
+ */
+export class KeySlots {
+  private readonly inFlight = new Map<string, number>();
+  private readonly waiting = new Map<string, Array<() => void>>();
+
+  constructor(private readonly max: number) {}
+
+  /** Resolves with a release function once the key has a slot; null when too many already wait. */
+  async acquire(key: string): Promise<(() => void) | null> {
+    const used = this.inFlight.get(key) ?? 0;
+    if (used >= this.max) {
+      const queue = this.waiting.get(key) ?? [];
+      if (queue.length >= MAX_WAITING) return null;
+      await new Promise<void>((resolve) => {
+        queue.push(resolve);
+        this.waiting.set(key, queue);
+      });
+    } else this.inFlight.set(key, used + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = this.waiting.get(key)?.shift();
+      if (next) return next(); // the slot passes to the next request of the same key
+      if (this.waiting.get(key)?.length === 0) this.waiting.delete(key);
+      const n = (this.inFlight.get(key) ?? 1) - 1;
+      if (n <= 0) this.inFlight.delete(key);
+      else this.inFlight.set(key, n);
+    };
+  }
+}
+
+const MAX_WAITING = 256;
+const streamingInterfaces = new Set<RateLimitedInterface>(['messaging', 'speech']);
+
+/** The rate limit of one interface's routes (RouteEnvironment.rateLimit of api/http/route.ts). */
+export function interfaceRateLimit(limiter: RequestRateLimiter, limits: AbuseLimits, apiName: string, keySlots: KeySlots | null = null): NonNullable<RouteEnvironment['rateLimit']> {
+  const iface = limitedInterfaceOf(apiName);
+  // One set of slots for the process: a key's requests to any of these interfaces share them.
+  const slots = streamingInterfaces.has(iface) ? null : keySlots;
+  return async ({ req, res, principal, route }: { req: Request; res: Response; principal: Principal | null; route: RouteDefinition }) => {
+    if (principal?.isAdmin) return;
+    const quotaKey = res.locals.quotaKey as QuotaKeyPrincipal | undefined;
+    const owner = quotaKey ? `quota:${quotaKey.id}` : principal?.partnerId ? `partner:${principal.partnerId}` : null;
+    if (owner) {
+      const limit = limits.requestsPerMinute[iface];
+      if (limit === 0) return;
+      const hash = presentedHash(req, route.queryKey);
+      const window = smoothed(limit);
+      const decision = await limiter.consume(`requests:${iface}:${owner}`, window.max, { windowSeconds: window.seconds, aliases: hash ? [presentedBucket(iface, hash)] : [] });
+      if (!decision.allowed) throw refusal(iface, limit, decision.retryAfterSeconds, false);
+      if (slots) {
+        const release = await slots.acquire(owner);
+        if (!release) {
+          throw new AppError('rate_limited', `Too many requests at once: this key already has ${MAX_WAITING} requests waiting for one of its ${limits.inFlightPerKey} (REQUESTS_IN_FLIGHT_PER_KEY). Try again in 1 second.`, { retryAfterSeconds: 1 });
+        }
+        res.once('close', release);
+      }
+      return;
+    }
+    const limit = limits.anonymousRequestsPerMinute;
+    if (limit === 0) return;
+    const window = smoothed(limit);
+    const decision = await limiter.consume(anonymousBucket(req), window.max, { windowSeconds: window.seconds });
+    if (!decision.allowed) throw refusal(iface, limit, decision.retryAfterSeconds, true);
+  };
+}
+
+/** Which limit a path counts against, cheaply (its prefix), for the gate below. */
+export interface PathLimit {
+  prefix: RegExp;
+  apiName: string;
+  style: ErrorStyle;
+  /** A query parameter that may carry the key (the voice interface's `api_key`). */
+  queryKey?: string;
+}
+
+const headerKeyPresent = (req: Request) => req.headers['x-api-key'] !== undefined || req.headers.authorization !== undefined;
+
+/**
+ * The very first middleware: a key (or, without a key, an address) that this process already knows
+ * to be over its limit is answered 429 at once, before anything else is done for the request (no
+ * key lookup, no quota-key authentication, no body, no per-request log line or metrics label: a
+ * flood must cost as little as possible), after being held for RATE_LIMIT_TARPIT_MS (1 s; never
+ * longer than its Retry-After; at most 1024 held at once). While no key is blocked it costs one Map
+ * size check.
+ * `paths` map a path to its interface by prefix, first match wins; the last should match all.
+ */
+export function localBlockGate(limiter: RequestRateLimiter, limits: AbuseLimits, paths: PathLimit[]): RequestHandler {
+  const table = paths.map((p) => ({ ...p, iface: limitedInterfaceOf(p.apiName) }));
+  return (req: Request, res: Response, next: NextFunction) => {
+    if (!limiter.anyBlocked()) return next();
+    const path = req.originalUrl.split('?', 1)[0]!;
+    const entry = table.find((t) => t.prefix.test(path));
+    if (!entry) return next();
+    let bucket: string | null = null;
+    let limit = limits.requestsPerMinute[entry.iface];
+    let anonymous = false;
+    if (headerKeyPresent(req) || (entry.queryKey && req.originalUrl.includes(`${entry.queryKey}=`))) {
+      const hash = presentedHash(req, entry.queryKey);
+      if (hash) bucket = presentedBucket(entry.iface, hash);
+    } else if (limits.anonymousRequestsPerMinute > 0) {
+      bucket = anonymousBucket(req);
+      limit = limits.anonymousRequestsPerMinute;
+      anonymous = true;
+    }
+    const left = bucket ? limiter.blockedFor(bucket) : 0;
+    if (left === 0) return next();
+    const requestId = crypto.randomUUID();
+    const err = refusal(entry.iface, limit, left, anonymous);
+    const endpoint = path;
+    const body =
+      entry.style === 'messaging' ? { detail: { code: err.code, message: err.message, context: { request_id: requestId, endpoint } } }
+      : entry.style === 'detail' ? { detail: err.message }
+      : entry.style === 'dialog' ? { message: err.message }
+      : { error: err.message };
+    const text = JSON.stringify(body);
+    const answer = () => {
+      if (res.destroyed || res.headersSent) return;
+      res.writeHead(429, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), 'retry-after': String(left), 'x-request-id': requestId });
+      res.end(text);
+    };
+    // The tarpit: a client that keeps sending through its block waits for each answer, so a loop
+    // that sends as fast as it is answered slows to a crawl, and its requests cost nothing while held.
+    const delay = Math.min(limits.tarpitMs, left * 1000);
+    if (delay <= 0 || held >= MAX_HELD) return answer();
+    held++;
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      held--;
+    };
+    const timer = setTimeout(() => {
+      release();
+      answer();
+    }, delay);
+    res.once('close', () => {
+      clearTimeout(timer);
+      release();
+    });
+  };
+}
+
+/** Answers held by the tarpit at once, per process; beyond, blocked requests are answered at once. */
+const MAX_HELD = 1024;
+let held = 0;
+

@@ -1,0 +1,240 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { pipeline, Transform } from 'node:stream';
+import type { Request, RequestHandler } from 'express';
+import express from 'express';
+import multer, { MulterError } from 'multer';
+import { AppError } from '../../lib/platform/errors.js';
+import type { JsonSchema } from './validation.js';
+
+/**
+ * Limits of a request body, enforced while it streams (README, "Abuse resistance"): nothing is read
+ * into memory or written to disk beyond what the route can use.
+ *
+ * - A form's limits come from its JSON Schema: as many fields as it has properties (arrays count
+ *   their `maxItems`) plus a few, so that an unknown field still meets the validation error that
+ *   names it; fields at most 4 bytes per character of the longest `maxLength` (4 KiB for a string
+ *   held to a pattern or format, 1 KiB for numbers and booleans, FORM_TEXT_FIELD_MAX_BYTES when a
+ *   string field has no bound at all: a content version sent as text); as many files as its file fields
+ *   take, each at most the route's file size; and a total: the files, or the route's own total
+ *   (a batch upload's 1 GiB), plus the fields.
+ * - A declared Content-Length over the total is refused before one byte is read; a body sent
+ *   without one (chunked) is counted as it arrives and cut off at the total: the parts already
+ *   written are closed and deleted before the 413 is answered, and the connection is closed rather
+ *   than drained. multer refuses the other limits (fields, field size, files, file size) as they are
+ *   crossed; its error names the limit.
+ * - Every file written for a request is tracked, and removed when the request ends unless its
+ *   handler moved it into storage: a refused or aborted upload leaves nothing in the upload
+ *   directory.
+ */
+export interface FormBody {
+  schema: JsonSchema;
+  files?: { name: string; maxCount: number }[];
+  maxFileBytes?: number;
+  maxTotalBytes?: number;
+}
+
+export interface FormLimits {
+  fields: number;
+  fieldSize: number;
+  files: number;
+  fileSize: number;
+  parts: number;
+  /** The whole body, multipart framing included. */
+  totalBytes: number;
+  /** An urlencoded body (fields only). */
+  urlencodedBytes: number;
+}
+
+const KIB = 1024;
+/** Fields beyond the schema's, so that an unknown field meets its validation error (additionalProperties). */
+const EXTRA_FIELDS = 16;
+/** Multipart framing (boundary, headers) allowed per part. */
+const PART_OVERHEAD = 2 * KIB;
+
+type Bound = { count: number; bytes: number };
+
+/** How many values and how many bytes (the largest) one property may take. */
+function bound(schema: JsonSchema | undefined, textFieldBytes: number): Bound {
+  if (!schema) return { count: 1, bytes: textFieldBytes };
+  const alternatives = (schema.anyOf ?? schema.oneOf) as JsonSchema[] | undefined;
+  if (alternatives?.length) {
+    const each = alternatives.map((a) => bound(a, textFieldBytes));
+    return { count: Math.max(...each.map((b) => b.count)), bytes: Math.max(...each.map((b) => b.bytes)) };
+  }
+  const types = [schema.type].flat();
+  if (types.includes('array')) {
+    const item = bound(schema.items as JsonSchema | undefined, textFieldBytes);
+    return { count: Math.max(1, Number(schema.maxItems ?? 100)), bytes: item.bytes };
+  }
+  if (Array.isArray(schema.enum)) return { count: 1, bytes: Math.max(KIB, ...(schema.enum as unknown[]).map((v) => String(v).length * 4 + 16)) };
+  if (types.includes('string') || schema.type === undefined) {
+    const max = schema.maxLength as number | undefined;
+    if (max !== undefined) return { count: 1, bytes: Math.max(KIB, max * 4 + 16) };
+    // A string held to a pattern or a format (an amount, a code list, a URI) is short.
+    if (schema.pattern !== undefined || schema.format !== undefined) return { count: 1, bytes: 4 * KIB };
+    return { count: 1, bytes: textFieldBytes };
+  }
+  return { count: 1, bytes: KIB };
+}
+
+export function formLimits(body: FormBody, defaults: { maxUploadBytes: number; formTextFieldMaxBytes: number }): FormLimits {
+  const properties = (body.schema.properties ?? {}) as Record<string, JsonSchema>;
+  const fileFields = new Set((body.files ?? []).map((f) => f.name));
+  const bounds = Object.entries(properties)
+    .filter(([name]) => !fileFields.has(name))
+    .map(([, s]) => bound(s, defaults.formTextFieldMaxBytes));
+  const fields = bounds.reduce((n, b) => n + b.count, 0) + EXTRA_FIELDS;
+  const fieldSize = Math.max(KIB, ...bounds.map((b) => b.bytes));
+  const files = (body.files ?? []).reduce((n, f) => n + f.maxCount, 0);
+  const fileSize = body.maxFileBytes ?? defaults.maxUploadBytes;
+  const fieldBytes = bounds.reduce((n, b) => n + b.count * b.bytes, 0) + EXTRA_FIELDS * KIB;
+  const fileBytes = Math.min(body.maxTotalBytes ?? Infinity, files * fileSize);
+  const parts = fields + files;
+  return { fields, fieldSize, files, fileSize, parts, totalBytes: fileBytes + fieldBytes + parts * PART_OVERHEAD, urlencodedBytes: fieldBytes };
+}
+
+const mib = (bytes: number) => (bytes >= 1024 * 1024 ? `${+(bytes / 1024 / 1024).toFixed(1)} MiB` : `${Math.ceil(bytes / 1024)} KiB`);
+
+/** The answer to a body over its total: 413, and the connection closed instead of drained. */
+export function bodyTooLarge(totalBytes: number): AppError {
+  return new AppError('payload_too_large', `the request body is larger than ${mib(totalBytes)}, the most this endpoint accepts`, { closeConnection: true });
+}
+
+/** multer's limit errors, in words that name the limit. */
+export function limitError(err: MulterError, limits: FormLimits): AppError {
+  switch (err.code) {
+    case 'LIMIT_FILE_SIZE':
+      return new AppError('payload_too_large', `file ${err.field ?? ''} is larger than the upload limit of this endpoint (${mib(limits.fileSize)})`.replace('  ', ' '), {
+        ...(err.field ? { fieldErrors: { [err.field]: [`is larger than the upload limit of this endpoint (${mib(limits.fileSize)})`] } } : {}),
+      });
+    case 'LIMIT_FIELD_VALUE':
+      return new AppError('payload_too_large', `form field ${err.field ?? ''} is longer than ${mib(limits.fieldSize)}`.replace('  ', ' '), {
+        ...(err.field ? { fieldErrors: { [err.field]: [`is longer than ${mib(limits.fieldSize)}`] } } : {}),
+      });
+    case 'LIMIT_FIELD_COUNT':
+      return new AppError('bad_request', `the form has too many fields: this endpoint takes at most ${limits.fields}`);
+    case 'LIMIT_FILE_COUNT':
+      return new AppError('bad_request', `the form has too many files: this endpoint takes at most ${limits.files}`);
+    case 'LIMIT_PART_COUNT':
+      return new AppError('bad_request', `the form has too many parts: this endpoint takes at most ${limits.parts}`);
+    case 'LIMIT_FIELD_KEY':
+      return new AppError('bad_request', 'a form field name is too long');
+    case 'LIMIT_UNEXPECTED_FILE':
+      return new AppError('bad_request', `unexpected file in field ${JSON.stringify(err.field)}: not a file field of this endpoint, or more files than it accepts`);
+    default:
+      return new AppError('bad_request', `malformed multipart body: ${err.message}`);
+  }
+}
+
+/** Files written for one request: their paths and open write streams. */
+interface Written {
+  paths: Set<string>;
+  open: Set<fs.WriteStream>;
+}
+
+const writtenFor = new WeakMap<Request, Written>();
+
+function written(req: Request): Written {
+  let w = writtenFor.get(req);
+  if (!w) writtenFor.set(req, (w = { paths: new Set(), open: new Set() }));
+  return w;
+}
+
+/** Closes every file still being written for the request and deletes every file written for it (moved ones are gone already). */
+export async function removeWritten(req: Request): Promise<void> {
+  const w = writtenFor.get(req);
+  if (!w) return;
+  await Promise.all(
+    [...w.open].map(
+      (stream) =>
+        new Promise<void>((resolve) => {
+          if (stream.closed) return resolve();
+          stream.once('close', () => resolve());
+          stream.destroy();
+        }),
+    ),
+  );
+  await Promise.all([...w.paths].map((p) => fs.promises.rm(p, { force: true })));
+}
+
+/** multer's storage engine: disk files in `dir`, each tracked from the moment it is created. */
+function trackedDiskStorage(dir: string): multer.StorageEngine {
+  fs.mkdirSync(dir, { recursive: true });
+  return {
+    _handleFile(req, file, cb) {
+      const filename = crypto.randomBytes(16).toString('hex');
+      const target = path.join(dir, filename);
+      const w = written(req);
+      w.paths.add(target);
+      const out = fs.createWriteStream(target);
+      w.open.add(out);
+      out.once('close', () => w.open.delete(out));
+      pipeline(file.stream, out, (err) => {
+        if (err) return cb(err);
+        cb(null, { destination: dir, filename, path: target, size: out.bytesWritten });
+      });
+    },
+    _removeFile(_req, file, cb) {
+      fs.rm(file.path, { force: true }, (err) => cb(err));
+    },
+  };
+}
+
+/**
+ * The body parsers of a form route: the Content-Length check, multer (multipart) with the limits
+ * and the counting stream, and the urlencoded parser with its own.
+ */
+export function formBodyParsers(body: FormBody, limits: FormLimits, uploadDir: string): RequestHandler[] {
+  /** The callback that answers a request whose body went past the total (set per request below). */
+  const onOverflow = new WeakMap<object, (err: AppError) => void>();
+  const upload = multer({
+    storage: trackedDiskStorage(uploadDir),
+    // One file more than the fields take: a second file in a single-file field meets the error that names the field.
+    limits: { fields: limits.fields, fieldSize: limits.fieldSize, files: limits.files + 1, fileSize: limits.fileSize, parts: limits.parts + 1, fieldNameSize: 200 },
+    // Count the body between the request and busboy: past the total, stop reading, close and
+    // delete what was written, and answer at once (multer would drain the rest of the body first).
+    streamHandler: (req: NodeJS.ReadableStream, busboy: NodeJS.WritableStream & { destroy(err?: Error): void }) => {
+      let seen = 0;
+      const counter = new Transform({
+        transform(chunk: Buffer, _encoding, done) {
+          seen += chunk.length;
+          if (seen > limits.totalBytes) return done(bodyTooLarge(limits.totalBytes));
+          done(null, chunk);
+        },
+      });
+      counter.once('error', (err: AppError) => {
+        req.unpipe(counter);
+        busboy.destroy(err);
+        onOverflow.get(req)?.(err);
+      });
+      req.pipe(counter).pipe(busboy);
+    },
+  } as multer.Options);
+  const parse = body.files?.length ? upload.fields(body.files.map((f) => ({ name: f.name, maxCount: f.maxCount }))) : upload.none();
+  const urlencoded = express.urlencoded({ extended: false, limit: limits.urlencodedBytes, parameterLimit: limits.fields });
+
+  const declaredLength: RequestHandler = (req, _res, next) => {
+    const declared = Number(req.headers['content-length']);
+    if (Number.isFinite(declared) && declared > limits.totalBytes) return next(bodyTooLarge(limits.totalBytes));
+    next();
+  };
+
+  const multipart: RequestHandler = (req, res, next) => {
+    if (!req.is('multipart/form-data')) return next();
+    let finished = false;
+    const finish = (err?: unknown) => {
+      if (finished) return;
+      finished = true;
+      if (err) {
+        const answer = err instanceof MulterError ? limitError(err, limits) : err;
+        return void removeWritten(req).then(() => next(answer), () => next(answer));
+      }
+      next();
+    };
+    onOverflow.set(req, finish);
+    parse(req, res, finish);
+  };
+  return [declaredLength, multipart, urlencoded];
+}

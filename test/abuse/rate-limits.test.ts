@@ -1,0 +1,192 @@
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import { client, startApi, type HttpResult, type RunningApi } from '../support/system.js';
+import { newPartner } from '../support/fixtures.js';
+import { newQuotaKey } from '../messaging/support.js';
+import { testStack } from '../support/stack.js';
+import { KeySlots } from '../../api/http/rate-limits.js';
+
+/**
+ * Rate limits on every interface (README, "Abuse resistance"): per key, counted in Postgres so that
+ * every API process shares the count, answered with 429 in each spec's error shape and a
+ * Retry-After, and the administrator key is not limited. A refused request changes nothing.
+ */
+const LIMIT = 3;
+const limits = {
+  REQUESTS_PER_MINUTE_KNOWLEDGE_BASE: String(LIMIT),
+  REQUESTS_PER_MINUTE_MESSAGING: String(LIMIT),
+  REQUESTS_PER_MINUTE_TRANSCRIPTION: String(LIMIT),
+  REQUESTS_PER_MINUTE_SPEECH: String(LIMIT),
+  REQUESTS_PER_MINUTE_DIALOG_ANALYSIS: String(LIMIT),
+  REQUESTS_PER_MINUTE_VOICES: String(LIMIT),
+  // Blocked answers at once here (the tarpit's hold is measured in bench/abuse-flood.ts, not asserted).
+  RATE_LIMIT_TARPIT_MS: '0',
+};
+
+type Http = ReturnType<typeof client>;
+type Shape = (res: HttpResult) => void;
+
+const exactly = (keys: string[]) => (res: HttpResult) => assert.deepEqual(Object.keys(res.body).sort(), [...keys].sort(), JSON.stringify(res.body));
+const shapes: Record<string, Shape> = {
+  detail: (res) => {
+    exactly(['detail'])(res);
+    assert.match(res.body.detail, /Too many requests: this key may send 3 requests a minute/);
+  },
+  messaging: (res) => {
+    exactly(['detail'])(res);
+    assert.equal(res.body.detail.code, 'rate_limited');
+    assert.match(res.body.detail.message, /Too many requests/);
+    assert.deepEqual(Object.keys(res.body.detail.context).sort(), ['endpoint', 'request_id']);
+  },
+  error: (res) => {
+    exactly(['error'])(res);
+    assert.match(res.body.error, /Too many requests/);
+  },
+  message: (res) => {
+    exactly(['message'])(res);
+    assert.match(res.body.message, /Too many requests/);
+  },
+};
+
+function assertLimited(res: HttpResult, shape: Shape) {
+  assert.equal(res.status, 429, JSON.stringify(res.body));
+  const retry = Number(res.headers.get('retry-after'));
+  assert.ok(Number.isInteger(retry) && retry >= 1 && retry <= 120, `Retry-After ${res.headers.get('retry-after')}`);
+  shape(res);
+}
+
+describe('rate limits on every interface', function () {
+  this.timeout(300_000);
+  let api: RunningApi;
+  let second: RunningApi;
+  let http: Http;
+  let http2: Http;
+  const admin = () => testStack().adminApiKey;
+
+  before(async () => {
+    [api, second] = await Promise.all([startApi(limits), startApi(limits)]);
+    http = client(api.url);
+    http2 = client(second.url);
+  });
+  after(async () => {
+    await api?.close();
+    await second?.close();
+  });
+
+  /** One interface: a read request of a fresh key, and the shape of that interface's 429. */
+  interface Case {
+    name: string;
+    shape: Shape;
+    key: () => Promise<string>;
+    request: (http: Http, key: string) => Promise<HttpResult>;
+  }
+  const partnerKey = async () => {
+    const p = await newPartner(http);
+    return `${p.name} ${p.key}`;
+  };
+  const split = (pair: string) => ({ name: pair.split(' ')[0]!, key: pair.split(' ')[1]! });
+  const cases: Case[] = [
+    { name: 'knowledge bases ({detail})', shape: shapes.detail!, key: partnerKey, request: (h, pair) => h('GET', `/api/knowledgebases/${split(pair).name}`, { key: split(pair).key }) },
+    { name: 'voices ({detail})', shape: shapes.detail!, key: partnerKey, request: (h, pair) => h('GET', `/api/voices/${split(pair).name}`, { key: split(pair).key }) },
+    { name: 'transcription ({error} + Retry-After)', shape: shapes.error!, key: partnerKey, request: (h, pair) => h('GET', `/v2/transcript/${crypto.randomUUID()}`, { key: split(pair).key }) },
+    { name: 'dialog analysis ({message})', shape: shapes.message!, key: partnerKey, request: (h, pair) => h('GET', `/v2/dialog_analyses/${crypto.randomUUID()}`, { key: split(pair).key }) },
+    { name: 'messaging (its error object)', shape: shapes.messaging!, key: async () => (await newQuotaKey(http)).key, request: (h, key) => h('GET', `/v2/completions/${crypto.randomUUID()}`, { headers: { authorization: `Bearer ${key}` } }) },
+    { name: 'speech ({error})', shape: shapes.error!, key: async () => (await newQuotaKey(http, { quota_type: 'speech' })).key, request: (h, key) => h('GET', '/v2/audio/voices', { headers: { authorization: `Bearer ${key}` } }) },
+  ];
+
+  for (const c of cases) {
+    describe(c.name, () => {
+      it(`admits ${LIMIT} requests a minute per key, then answers 429 in the interface's shape with Retry-After`, async () => {
+        const key = await c.key();
+        for (let i = 0; i < LIMIT; i++) assert.notEqual((await c.request(http, key)).status, 429, `request ${i + 1}`);
+        assertLimited(await c.request(http, key), c.shape);
+        // Refused again, now by this process alone (the key is blocked locally until Retry-After).
+        const again = await c.request(http, key);
+        assertLimited(again, c.shape);
+        if (c.name.startsWith('speech')) assert.match(again.headers.get('x-service-tts-request-id') ?? '', /^\d+$/, 'a speech answer carries its request id');
+        // Another key of the same interface is not affected.
+        assert.notEqual((await c.request(http, await c.key())).status, 429);
+      });
+
+      it('counts in Postgres: two API processes share one count per key', async () => {
+        const key = await c.key();
+        assert.notEqual((await c.request(http, key)).status, 429);
+        assert.notEqual((await c.request(http2, key)).status, 429);
+        assert.notEqual((await c.request(http, key)).status, 429);
+        // The fourth request is over the limit on either process, the one that has not refused it yet too.
+        assertLimited(await c.request(http2, key), c.shape);
+      });
+    });
+  }
+
+  it('handles at most REQUESTS_IN_FLIGHT_PER_KEY requests of one key at once; the others wait their turn in order', async () => {
+    const slots = new KeySlots(2);
+    const order: string[] = [];
+    const first = (await slots.acquire('a'))!;
+    const second = (await slots.acquire('a'))!;
+    const other = await slots.acquire('b');
+    assert.ok(other, 'another key is not held up');
+    const third = slots.acquire('a').then((release) => (order.push('third'), release!));
+    const fourth = slots.acquire('a').then((release) => (order.push('fourth'), release!));
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(order, [], 'the third and fourth wait');
+    first();
+    (await third)();
+    second();
+    (await fourth)();
+    assert.deepEqual(order, ['third', 'fourth']);
+  });
+
+  it('does not limit the administrator key', async () => {
+    const p = await newPartner(http);
+    for (let i = 0; i < LIMIT * 3; i++) assert.equal((await http('GET', `/api/knowledgebases/${p.name}`, { key: admin() })).status, 200);
+  });
+
+  it('a refused request changes nothing, and its body is never read', async () => {
+    const p = await newPartner(http);
+    for (let i = 0; i < LIMIT; i++) await http('GET', `/api/knowledgebases/${p.name}`, { key: p.key });
+    const refused = await http('POST', `/api/knowledgebases/${p.name}`, { key: p.key, form: { name: 'never-created' } });
+    assertLimited(refused, shapes.detail!);
+    const kbs = await http('GET', `/api/knowledgebases/${p.name}`, { key: admin() });
+    assert.deepEqual(kbs.body, []);
+  });
+
+  it('limits requests without a valid key per client address when REQUESTS_PER_MINUTE_ANONYMOUS is set', async () => {
+    // The default tarpit: the blocked request is held, then answered in the same shape.
+    const anon = await startApi({ ...limits, RATE_LIMIT_TARPIT_MS: '1000', REQUESTS_PER_MINUTE_ANONYMOUS: '2' });
+    try {
+      const h = client(anon.url);
+      const bad = `pk_${crypto.randomBytes(32).toString('base64url')}`;
+      assert.equal((await h('GET', '/api/content_types')).status, 200);
+      assert.equal((await h('GET', '/api/partners', { key: bad })).status, 401);
+      assertLimited(await h('GET', '/api/content_types'), (res) => {
+        exactly(['detail'])(res);
+        assert.match(res.body.detail, /requests without a valid key from one address may send 2 requests a minute to the knowledge-base interface \(REQUESTS_PER_MINUTE_ANONYMOUS\)/);
+      });
+      // A valid key is counted on its own.
+      const p = await newPartner(h);
+      assert.equal((await h('GET', `/api/knowledgebases/${p.name}`, { key: p.key })).status, 200);
+    } finally {
+      await anon.close();
+    }
+  });
+
+  it('declares the 429 of every authenticated route in the OpenAPI document, in its interface\'s error schema', async () => {
+    const doc = (await http('GET', '/openapi.json')).body;
+    const styles: Record<string, string> = Object.fromEntries((doc.tags as Array<{ name: string; 'x-error-style': string }>).map((t) => [t.name, t['x-error-style']]));
+    assert.deepEqual(styles, {
+      'knowledge-base': 'detail', messaging: 'messaging', 'messaging-admin': 'detail', 'dialog-analysis': 'dialog', transcription: 'transcription', voices: 'detail', speech: 'speech',
+    });
+    const schemaOf: Record<string, string> = { detail: 'Error_detail', messaging: 'Error_messaging', dialog: 'Error_dialog', transcription: 'Error_transcription', speech: 'Error_speech' };
+    for (const [p, item] of Object.entries(doc.paths as Record<string, Record<string, { security: unknown[]; tags: string[]; responses: Record<string, any> }>>)) {
+      for (const [method, op] of Object.entries(item)) {
+        if (op.security.length === 0) continue;
+        const r429 = op.responses['429'];
+        assert.ok(r429, `${method.toUpperCase()} ${p} declares 429`);
+        const ref = r429.content?.['application/json']?.schema?.$ref as string | undefined;
+        // Routes that describe their own 429 (a creation limit) keep their description; the others get the interface's error schema.
+        if (ref) assert.equal(ref, `#/components/schemas/${schemaOf[(styles as Record<string, string>)[op.tags[0]!]!]}`, `${method.toUpperCase()} ${p}`);
+      }
+    }
+  });
+});
