@@ -1,158 +1,465 @@
 /**
- * Latency the messaging proxy adds: time to first token (TTFT) and total time of a streamed chat
- * completion through our /v3 against the same local OpenAI-protocol server called directly, with
- * the official `openai` client, at 1 and at 200 concurrent streams.
+ * The hot paths of issue #19 in one run: what the /v3 gateway adds to a streamed chat completion
+ * (time to first token and to the last byte, direct to the provider vs through /v3, at 1, 50 and 200
+ * concurrent streams), and budget admissions per second on one KB and across KBs.
  *
  *   npm run bench:messaging
  *
- * The provider is test/support/openai-upstream.ts: it answers each stream with 1 empty role chunk
- * and BENCH_TOKENS (default 20) word chunks, BENCH_TOKEN_MS (default 20) ms apart, so a stream
- * lasts ~400 ms and the first token arrives at once. Through /v3 every request is admitted on a
- * quota key (reserve under the key's row lock in PostgreSQL) and settled when the stream ends, as
- * in production. At 200 streams two variants: 200 keys (no lock contention) and one key shared by
- * all 200 (every admission queues on the same row lock).
+ * Processes, so that nothing measured shares an event loop with what measures it: this one is the
+ * client (node:http on a keep-alive agent, reading the bytes as they come); the API is
+ * `api/server.ts`, exactly as deployed (LOG_LEVEL=info, its log lines written to a file); the
+ * fake provider is bench/support/fake-provider.ts (BENCH_TOKENS word chunks BENCH_TOKEN_MS apart,
+ * the first at once). The admissions are measured first, by bench/budget-admission.ts in a process
+ * of its own (it writes its own section too), before the other processes start.
  *
- * Everything runs in this one Node process (client, API, fake provider), against a throw-away
- * database that is dropped at the end; no Temporal or Weaviate is needed (these paths do not use
- * them). Writes a section into bench/RESULTS.md (BENCH_NO_WRITE=1 only prints).
+ * Paths, side by side in one run: `direct` (the client to the provider), `bare proxy`
+ * (bench/support/bare-proxy.ts: one more Node process that only pipes bytes, the floor of any
+ * gateway in its own process on this machine), `/v3` (the API with its settings' defaults, the
+ * per-key request rate limit of api/http/rate-limits.ts included: it counts every request, with a
+ * limit raised so that the benchmark's own traffic is not refused), `/v3, rate limit off` (a second
+ * API process with REQUESTS_PER_MINUTE_MESSAGING=0: the gateway's own work) and, at 200 streams,
+ * `/v3 (one key)` (all streams on one quota key).
+ *
+ * The paths take turns (one stream each at 1; one burst each at 50 and 200), so that a change of
+ * the machine's load during the run falls on all of them alike. Through /v3 every request is
+ * admitted on a quota key and settled when its stream ends, as in production: one key per
+ * concurrent stream unless said otherwise. The CPU time each process used per stream is read from
+ * /proc. A throw-away database is created and dropped; no Temporal or Weaviate is needed (these
+ * paths do not use them).
+ *
+ * Environment: BENCH_RUNS (streams per path at 1, default 150), BENCH_ROUNDS (bursts per path at 50
+ * and 200, default 8), BENCH_TOKENS, BENCH_TOKEN_MS, BENCH_SKIP_ADMISSIONS=1, BENCH_NO_WRITE=1,
+ * BENCH_CPU_PROFILE=1 (profile both API processes with --cpu-prof and write the profiles' summaries
+ * as the section `hot-path-profile` instead of the results: profiling slows what it measures).
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
 import path from 'node:path';
-import type { AddressInfo } from 'node:net';
+import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import OpenAI from 'openai';
-import type { Client } from '@temporalio/client';
-import { loadConfig } from '../lib/config.js';
-import { createServices } from '../lib/runtime.js';
-import { createApp } from '../api/app.js';
+import pg from 'pg';
+import { createDb } from '../lib/platform/db.js';
+import { trimEndOf } from '../lib/platform/text.js';
 import { createQuotaKey } from '../lib/messaging/quota-keys.js';
-import { dropDatabase, ensureDatabase, migrate } from '../scripts/stack.js';
-import { startOpenAiUpstream, type UpstreamCall } from '../test/support/openai-upstream.js';
+import { dropDatabase, ensureDatabase, freePort, migrate } from '../scripts/stack.js';
+import { cpuOf, cpuSpent, describeLoad, fmt, machineLine, percentile, readLoad, writeSection, type LoadReading } from './support/results.js';
+import { profileSummary } from './support/cpu-profile.js';
+import type { BudgetSummary } from './budget-admission.js';
 
-const benchDir = path.dirname(fileURLToPath(import.meta.url));
-const baseUrl = (process.env.DATABASE_BASE_URL ?? 'postgresql://postgres@127.0.0.1:5432').replace(/\/+$/, '');
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const baseUrl = trimEndOf(process.env.DATABASE_BASE_URL ?? 'postgresql://postgres@127.0.0.1:5432', '/');
 const databaseUrl = `${baseUrl}/dwb_bench_messaging_${process.pid}`;
 const tokens = Number(process.env.BENCH_TOKENS ?? 20);
 const tokenMs = Number(process.env.BENCH_TOKEN_MS ?? 20);
-const sequentialRuns = Number(process.env.BENCH_RUNS ?? 30);
-const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
+const sequentialRuns = Number(process.env.BENCH_RUNS ?? 150);
+const rounds = Number(process.env.BENCH_ROUNDS ?? 8);
+const profiling = !!process.env.BENCH_CPU_PROFILE;
+const goals = {
+  single: { p50: 2, p99: 10 },
+  c200: { p50: 20, p99: 50 },
+  admissions: { oneKb: 500, acrossKbs: 1500 },
+};
 
-function streamChunks(call: UpstreamCall) {
-  const base = { id: `chatcmpl-${Math.random().toString(36).slice(2)}`, object: 'chat.completion.chunk', created: Math.floor(Date.now() / 1000), model: call.body?.model ?? 'bench' };
-  const out: unknown[] = [{ ...base, choices: [{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }] }];
-  for (let i = 0; i < tokens; i++) out.push({ ...base, choices: [{ index: 0, delta: { content: `tok${i} ` }, finish_reason: null }] });
-  out.push({ ...base, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] });
-  if (call.body?.stream_options?.include_usage) out.push({ ...base, choices: [], usage: { prompt_tokens: 8, completion_tokens: tokens, total_tokens: 8 + tokens } });
-  return out;
+function startProcess(script: string, env: Record<string, string>, options: { nodeArgs?: string[]; stdout?: number } = {}): ChildProcess {
+  return spawn(process.execPath, [...(options.nodeArgs ?? []), '--import', 'tsx', script], {
+    cwd: repoRoot,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', options.stdout ?? 'pipe', 'inherit'],
+  });
 }
+
+async function firstLine(child: ChildProcess): Promise<string> {
+  const lines = readline.createInterface({ input: child.stdout! });
+  for await (const line of lines) return line;
+  throw new Error('the process ended before it printed its address');
+}
+
+async function waitForHealth(url: string) {
+  for (let i = 0; i < 300; i++) {
+    try {
+      if ((await fetch(`${url}/health`)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${url} did not come up`);
+}
+
+const stopped = (child: ChildProcess) =>
+  new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+
+// ------------------------------------------------------------------------------------ the client
 
 interface Sample {
   ttftMs: number;
   totalMs: number;
+  /** The API's own account of its time before the provider answered (its Server-Timing header), ms by phase. */
+  phases: Record<string, number> | null;
 }
 
-async function oneStream(client: OpenAI): Promise<Sample> {
-  const started = performance.now();
-  let first = 0;
-  const stream = await client.chat.completions.create({ model: 'bench', messages: [{ role: 'user', content: 'Say twenty words.' }], stream: true, max_tokens: 64 });
-  for await (const chunk of stream) {
-    if (!first && chunk.choices[0]?.delta?.content) first = performance.now();
+const phaseNames = ['auth', 'route', 'admit', 'provider'] as const;
+
+function phasesOf(header: string | string[] | undefined): Record<string, number> | null {
+  if (typeof header !== 'string') return null;
+  const out: Record<string, number> = {};
+  for (const part of header.split(',')) {
+    const m = /^\s*(\w+);dur=([\d.]+)\s*$/.exec(part);
+    if (m) out[m[1]!] = Number(m[2]);
   }
-  return { ttftMs: first - started, totalMs: performance.now() - started };
+  return out;
 }
 
-const pct = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!;
-};
-const fmt = (n: number) => n.toFixed(1);
+const requestBody = Buffer.from(JSON.stringify({ model: 'bench', messages: [{ role: 'user', content: 'Say twenty words.' }], stream: true, max_tokens: 64 }));
+const firstToken = Buffer.from('tok0');
+
+/** One streamed completion: when its first content token arrives, and its last byte. */
+function oneStream(agent: http.Agent, url: URL, key: string | null): Promise<Sample> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    let first = 0;
+    let tail: Buffer = Buffer.alloc(0);
+    const req = http.request(
+      url,
+      {
+        method: 'POST',
+        agent,
+        headers: { 'content-type': 'application/json', 'content-length': requestBody.length, ...(key ? { authorization: `Bearer ${key}` } : {}) },
+      },
+      (res) => {
+        if (res.statusCode !== 200) {
+          const parts: Buffer[] = [];
+          res.on('data', (c: Buffer) => parts.push(c));
+          res.on('end', () => reject(new Error(`${res.statusCode} ${Buffer.concat(parts).toString('utf8').slice(0, 300)}`)));
+          return;
+        }
+        res.on('data', (chunk: Buffer) => {
+          if (first) return;
+          const seen = tail.length ? Buffer.concat([tail, chunk]) : chunk;
+          if (seen.includes(firstToken)) first = performance.now();
+          else tail = seen.subarray(Math.max(0, seen.length - firstToken.length));
+        });
+        const phases = phasesOf(res.headers['server-timing']);
+        res.on('end', () => (first ? resolve({ ttftMs: first - started, totalMs: performance.now() - started, phases }) : reject(new Error('the stream carried no token'))));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(requestBody);
+  });
+}
+
+type PathName = 'direct' | 'bare proxy' | '/v3' | '/v3, rate limit off' | '/v3 (one key)';
 
 interface Row {
-  setting: string;
-  path: 'direct' | '/v3';
+  concurrency: number;
+  path: PathName;
   samples: Sample[];
   failures: number;
+  /** CPU time per stream (ms) of the client, of the process the path goes through (API or proxy; none direct) and of the provider, while this path ran. */
+  cpu: { client: number; middle: number; provider: number };
 }
 
-async function measure(setting: string, p: Row['path'], clients: OpenAI[], concurrency: number): Promise<Row> {
-  const samples: Sample[] = [];
-  let failures = 0;
-  const run = async (c: OpenAI) => {
-    try {
-      samples.push(await oneStream(c));
-    } catch (err) {
-      failures++;
-      if (failures === 1) console.error(`${setting} ${p}: ${(err as Error).message}`);
-    }
-  };
-  await run(clients[0]!); // warm-up (connections, JIT), not recorded
-  samples.length = 0;
-  if (concurrency === 1) {
-    for (let i = 0; i < sequentialRuns; i++) await run(clients[0]!);
-  } else {
-    for (let r = 0; r < rounds; r++) await Promise.all(Array.from({ length: concurrency }, (_, i) => run(clients[i % clients.length]!)));
-  }
-  return { setting, path: p, samples, failures };
+interface Target {
+  path: PathName;
+  url: URL;
+  keys: Array<string | null>;
+  /** The process between the client and the provider on this path, if any. */
+  pid: number | null;
 }
+
+async function measure(targets: Target[], concurrency: number, providerPid: number): Promise<Row[]> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency, maxFreeSockets: concurrency });
+  const rows = targets.map((t) => ({ concurrency, path: t.path, samples: [] as Sample[], failures: 0, cpuMs: { client: 0, middle: 0, provider: 0 } }));
+  const runBurst = async (i: number, record: boolean) => {
+    const t = targets[i]!;
+    const row = rows[i]!;
+    const pids = [providerPid, ...(t.pid ? [t.pid] : [])];
+    const before = { client: process.cpuUsage(), others: cpuOf(pids) };
+    await Promise.all(
+      Array.from({ length: concurrency }, async (_, s) => {
+        try {
+          const sample = await oneStream(agent, t.url, t.keys[s % t.keys.length]!);
+          if (record) row.samples.push(sample);
+        } catch (err) {
+          if (!record) throw err;
+          if (row.failures++ === 0) console.error(`${concurrency} × ${t.path}: ${(err as Error).message}`);
+        }
+      }),
+    );
+    if (!record) return;
+    const client = process.cpuUsage(before.client);
+    const after = cpuOf(pids);
+    const spent = (pid: number) => cpuSpent(new Map([[pid, before.others.get(pid)!]]), new Map([[pid, after.get(pid)!]]));
+    row.cpuMs.client += (client.user + client.system) / 1000;
+    row.cpuMs.provider += spent(providerPid);
+    if (t.pid) row.cpuMs.middle += spent(t.pid);
+  };
+  // Warm-up (connections, JIT, the API's key cache), not recorded.
+  for (let i = 0; i < targets.length; i++) await runBurst(i, false);
+  const turns = concurrency === 1 ? sequentialRuns : rounds;
+  for (let r = 0; r < turns; r++) for (let i = 0; i < targets.length; i++) await runBurst(i, true);
+  agent.destroy();
+  return rows.map((r) => {
+    const n = Math.max(1, r.samples.length + r.failures);
+    return { concurrency, path: r.path, samples: r.samples, failures: r.failures, cpu: { client: r.cpuMs.client / n, middle: r.cpuMs.middle / n, provider: r.cpuMs.provider / n } };
+  });
+}
+
+// ------------------------------------------------------------------------------------ admissions
+
+async function runAdmissions(): Promise<BudgetSummary | null> {
+  if (process.env.BENCH_SKIP_ADMISSIONS || profiling) return null;
+  const file = path.join(os.tmpdir(), `dwb-bench-admissions-${process.pid}.json`);
+  const child = startProcess('bench/budget-admission.ts', { BENCH_SUMMARY_FILE: file }, { stdout: 1 });
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  if (code !== 0) throw new Error(`bench/budget-admission.ts failed (exit ${code})`);
+  const summary = JSON.parse(fs.readFileSync(file, 'utf8')) as BudgetSummary;
+  fs.rmSync(file, { force: true });
+  return summary;
+}
+
+// ------------------------------------------------------------------------------------ the floor
+
+interface RoundTrips {
+  gapMs: number;
+  select1: number;
+  reserve: number;
+}
+
+/**
+ * What one admission round trip costs on this machine by itself: `SELECT 1` and `quota_reserve`
+ * on a plain connection, back to back and after the connection sat idle (as between one
+ * stream's admission and the next at one stream at a time), p50 of 40 each.
+ */
+async function roundTripFloor(keyId: string): Promise<RoundTrips[]> {
+  const conn = new pg.Client({ connectionString: databaseUrl });
+  await conn.connect();
+  try {
+    const out: RoundTrips[] = [];
+    for (const gapMs of [0, 400]) {
+      const time = async (run: () => Promise<unknown>) => {
+        const xs: number[] = [];
+        for (let i = 0; i < 40; i++) {
+          if (gapMs) await new Promise((r) => setTimeout(r, gapMs));
+          const t = performance.now();
+          await run();
+          xs.push(performance.now() - t);
+        }
+        return percentile(xs, 50);
+      };
+      const select1 = await time(() => conn.query('SELECT 1'));
+      let n = 0;
+      const reserve = await time(() => conn.query('SELECT * FROM quota_reserve($1, $2, $3, $4, $5)', [keyId, `floor-${process.pid}-${gapMs}-${n++}`, 'chat', 1, 60_000]));
+      out.push({ gapMs, select1, reserve });
+    }
+    return out;
+  } finally {
+    await conn.end();
+  }
+}
+
+// ------------------------------------------------------------------------------------- reporting
+
+const of = (r: Row, k: 'ttftMs' | 'totalMs', p: number) => percentile(r.samples.map((s) => s[k]), p);
+
+function latencyTable(rows: Row[]): string {
+  const direct = (c: number) => rows.find((r) => r.path === 'direct' && r.concurrency === c)!;
+  return [
+    '| Concurrent streams | Path | Streams | Failures | TTFT p50 | TTFT p99 | Last byte p50 | Last byte p99 | Added TTFT p50 | Added TTFT p99 | Added last byte p50 | Added last byte p99 | CPU per stream: client / API or proxy / provider (ms) |',
+    '|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...rows.map((r) => {
+      const d = direct(r.concurrency);
+      const added = r.path === 'direct' ? ['', '', '', ''] : [of(r, 'ttftMs', 50) - of(d, 'ttftMs', 50), of(r, 'ttftMs', 99) - of(d, 'ttftMs', 99), of(r, 'totalMs', 50) - of(d, 'totalMs', 50), of(r, 'totalMs', 99) - of(d, 'totalMs', 99)].map((x) => fmt(x));
+      return `| ${r.concurrency} | ${r.path} | ${r.samples.length} | ${r.failures} | ${fmt(of(r, 'ttftMs', 50))} | ${fmt(of(r, 'ttftMs', 99))} | ${fmt(of(r, 'totalMs', 50))} | ${fmt(of(r, 'totalMs', 99))} | ${added.join(' | ')} | ${fmt(r.cpu.client, 2)} / ${r.path === 'direct' ? '-' : fmt(r.cpu.middle, 2)} / ${fmt(r.cpu.provider, 2)} |`;
+    }),
+  ].join('\n');
+}
+
+/** The /v3 rows' Server-Timing phases at p50 and p99, and what they leave of the added time to first token. */
+function phasesTable(rows: Row[]): string {
+  const direct = (c: number) => rows.find((r) => r.path === 'direct' && r.concurrency === c)!;
+  const withPhases = rows.filter((r) => r.samples.some((x) => x.phases));
+  const lines = [
+    '| Concurrent streams | Path | ' + phaseNames.map((p) => `${p} p50 / p99`).join(' | ') + ' | in the API, p50 | rest of the added TTFT, p50 |',
+    '|---:|---|' + phaseNames.map(() => '---:|').join('') + '---:|---:|',
+  ];
+  for (const r of withPhases) {
+    const ph = (name: string, p: number) => percentile(r.samples.map((x) => x.phases?.[name] ?? 0), p);
+    const inApi = percentile(r.samples.map((x) => phaseNames.reduce((a, n) => a + (n === 'provider' ? 0 : (x.phases?.[n] ?? 0)), 0)), 50);
+    const provider = ph('provider', 50);
+    const addedTtft = of(r, 'ttftMs', 50) - of(direct(r.concurrency), 'ttftMs', 50);
+    lines.push(`| ${r.concurrency} | ${r.path} | ${phaseNames.map((n) => `${fmt(ph(n, 50), 2)} / ${fmt(ph(n, 99), 2)}`).join(' | ')} | ${fmt(inApi, 2)} | ${fmt(addedTtft - inApi - (provider - of(direct(r.concurrency), 'ttftMs', 50)), 2)} |`);
+  }
+  return lines.join('\n');
+}
+
+function goalsTable(rows: Row[], admissions: BudgetSummary | null): string {
+  const added = (c: number, p: number, pathName: PathName = '/v3') => {
+    const v = rows.find((r) => r.path === pathName && r.concurrency === c);
+    const d = rows.find((r) => r.path === 'direct' && r.concurrency === c);
+    return v && d ? of(v, 'ttftMs', p) - of(d, 'ttftMs', p) : NaN;
+  };
+  const verdict = (value: number, goal: number, atMost = true) => (!Number.isFinite(value) ? 'not measured' : (atMost ? value <= goal : value >= goal) ? 'met' : '**not met**');
+  const lines = ['| Goal | Target | Achieved | |', '|---|---:|---:|---|'];
+  lines.push(`| Added TTFT, 1 stream, p50 | ≤ ${goals.single.p50} ms | ${fmt(added(1, 50))} ms | ${verdict(added(1, 50), goals.single.p50)} |`);
+  lines.push(`| Added TTFT, 1 stream, p99 | ≤ ${goals.single.p99} ms | ${fmt(added(1, 99))} ms | ${verdict(added(1, 99), goals.single.p99)} |`);
+  lines.push(`| Added TTFT, 200 streams, p50 | ≤ ${goals.c200.p50} ms | ${fmt(added(200, 50))} ms | ${verdict(added(200, 50), goals.c200.p50)} |`);
+  lines.push(`| Added TTFT, 200 streams, p99 | ≤ ${goals.c200.p99} ms | ${fmt(added(200, 99))} ms | ${verdict(added(200, 99), goals.c200.p99)} |`);
+  const off: PathName = '/v3, rate limit off';
+  if (rows.some((r) => r.path === off)) {
+    lines.push(`| (rate limit off) added TTFT, 1 stream, p50 / p99 | ≤ ${goals.single.p50} / ≤ ${goals.single.p99} ms | ${fmt(added(1, 50, off))} / ${fmt(added(1, 99, off))} ms | ${verdict(added(1, 50, off), goals.single.p50)} / ${verdict(added(1, 99, off), goals.single.p99)} |`);
+    lines.push(`| (rate limit off) added TTFT, 200 streams, p50 / p99 | ≤ ${goals.c200.p50} / ≤ ${goals.c200.p99} ms | ${fmt(added(200, 50, off))} / ${fmt(added(200, 99, off))} ms | ${verdict(added(200, 50, off), goals.c200.p50)} / ${verdict(added(200, 99, off), goals.c200.p99)} |`);
+  }
+  if (rows.some((r) => r.path === 'bare proxy')) {
+    lines.push(`| (floor: bare proxy) added TTFT, 1 stream / 200 streams, p50 | | ${fmt(added(1, 50, 'bare proxy'))} / ${fmt(added(200, 50, 'bare proxy'))} ms | |`);
+  }
+  if (rows.some((r) => r.path === '/v3 (one key)')) {
+    lines.push(`| (200 streams on one quota key, p50 / p99) | (same) | ${fmt(added(200, 50, '/v3 (one key)'))} / ${fmt(added(200, 99, '/v3 (one key)'))} ms | ${verdict(added(200, 50, '/v3 (one key)'), goals.c200.p50)} / ${verdict(added(200, 99, '/v3 (one key)'), goals.c200.p99)} |`);
+  }
+  if (admissions) {
+    const best = (scenario: string) => admissions.results.filter((r) => r.scenario === scenario).reduce((m, r) => (r.perSecondRate > m.rate ? { rate: r.perSecondRate, clients: r.clients } : m), { rate: 0, clients: 0 });
+    const one = best('one KB');
+    const across = best('across KBs');
+    lines.push(`| Admissions, one contended KB (best of C = 1, 8, 32, 64) | ≥ ${goals.admissions.oneKb} pairs/s | ${fmt(one.rate, 0)}/s (C = ${one.clients}) | ${verdict(one.rate, goals.admissions.oneKb, false)} |`);
+    lines.push(`| Admissions across KBs (C = 32 on 32 KBs, 64 on 64) | ≥ ${goals.admissions.acrossKbs} pairs/s | ${fmt(across.rate, 0)}/s (C = ${across.clients}) | ${verdict(across.rate, goals.admissions.acrossKbs, false)} |`);
+    lines.push(`| Zero overspend (64 clients racing for the last capacity, ${admissions.trials} trials) | exactly 100 of 100 | ${admissions.lastCapacityExact ? 'exactly 100 in every trial' : 'violated'} | ${admissions.lastCapacityExact ? 'met' : '**not met**'} |`);
+  }
+  return lines.join('\n');
+}
+
+function admissionsTable(a: BudgetSummary): string {
+  return [
+    '| Scenario | Clients | KBs | Admissions/s (pairs) | reserve p50 / p99 (ms) | settle p50 / p99 (ms) | Round trips per pair | CPU per pair: Node / PostgreSQL (µs) |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
+    ...a.results.map((r) => `| ${r.scenario} | ${r.clients} | ${r.kbs} | ${fmt(r.perSecondRate, 0)} | ${fmt(r.reserveP50)} / ${fmt(r.reserveP99)} | ${fmt(r.settleP50)} / ${fmt(r.settleP99)} | ${fmt(r.roundTripsPerPair, 2)} | ${fmt(r.nodeCpuUs, 0)} / ${fmt(r.pgCpuUs, 0)} |`),
+  ].join('\n');
+}
+
+// ------------------------------------------------------------------------------------------ main
 
 async function main() {
+  const started = Date.now();
+  const loadBefore = await readLoad();
+  console.log(`before: ${describeLoad(loadBefore)}`);
+  const admissions = await runAdmissions();
+
   await ensureDatabase(databaseUrl);
   await migrate(databaseUrl);
-  const upstream = await startOpenAiUpstream((call) => ({ sse: streamChunks(call), eventDelayMs: tokenMs }));
-  const config = loadConfig({ ...process.env, DATABASE_URL: databaseUrl, ADMIN_API_KEY: 'bench-admin-key-0123456789', OPENAI_BASE_URL: upstream.baseUrl, OPENAI_API_KEY: 'bench', LOG_LEVEL: 'error' });
-  const services = createServices(config, 'bench');
-  const server = createApp({ ...services, temporal: null as unknown as Client }).listen(0, '127.0.0.1');
-  await new Promise((r) => server.once('listening', r));
-  const apiUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const db = createDb(databaseUrl, 4);
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'dwb-bench-messaging-'));
+  const provider = startProcess('bench/support/fake-provider.ts', { BENCH_TOKENS: String(tokens), BENCH_TOKEN_MS: String(tokenMs) });
+  const providerUrl = (JSON.parse(await firstLine(provider)) as { baseUrl: string }).baseUrl;
+  const proxy = startProcess('bench/support/bare-proxy.ts', { BENCH_PROVIDER_URL: providerUrl });
+  const proxyUrl = (JSON.parse(await firstLine(proxy)) as { url: string }).url;
+  /** An API process; `name` tells its log file and profile apart. */
+  const startApi = async (name: string, env: Record<string, string>) => {
+    const port = await freePort();
+    const log = fs.openSync(path.join(work, `${name}.log`), 'w');
+    const profileDir = path.join(work, `${name}-profile`);
+    const child = startProcess(
+      'api/server.ts',
+      { PORT: String(port), DATABASE_URL: databaseUrl, ADMIN_API_KEY: 'bench-admin-key-0123456789', OPENAI_BASE_URL: providerUrl, OPENAI_API_KEY: 'bench', LOG_LEVEL: 'info', MESSAGING_SERVER_TIMING: 'true', ...env },
+      { nodeArgs: profiling ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [], stdout: log },
+    );
+    return { name, child, url: `http://127.0.0.1:${port}`, log, profileDir, startedAt: performance.now() };
+  };
+  const apis = [
+    await startApi('api', { REQUESTS_PER_MINUTE_MESSAGING: process.env.REQUESTS_PER_MINUTE_MESSAGING ?? '1000000' }),
+    await startApi('api-no-rate-limit', { REQUESTS_PER_MINUTE_MESSAGING: '0' }),
+  ];
+  const [api, apiOff] = apis as [(typeof apis)[0], (typeof apis)[0]];
   const rows: Row[] = [];
+  let loadAfter: LoadReading;
+  let measuringFrom = 0;
+  let floor: RoundTrips[] | undefined;
   try {
-    const direct = new OpenAI({ baseURL: upstream.baseUrl, apiKey: 'bench', maxRetries: 0 });
-    const keys = await Promise.all(Array.from({ length: 200 }, (_, i) => createQuotaKey(services.db, { name: `bench-${i}`, quota_type: 'chat', token_amount: 1e12 })));
-    const viaKeys = keys.map((k) => new OpenAI({ baseURL: `${apiUrl}/v3`, apiKey: k.api_key, maxRetries: 0 }));
-    const oneKey = Array.from({ length: 200 }, () => viaKeys[0]!);
-
-    rows.push(await measure('1 stream', 'direct', [direct], 1));
-    rows.push(await measure('1 stream', '/v3', viaKeys, 1));
-    rows.push(await measure('200 streams', 'direct', [direct], 200));
-    rows.push(await measure('200 streams, 200 keys', '/v3', viaKeys, 200));
-    rows.push(await measure('200 streams, one key', '/v3', oneKey, 200));
+    for (const a of apis) await waitForHealth(a.url);
+    const keys = (await Promise.all(Array.from({ length: 200 }, (_, i) => createQuotaKey(db, { name: `bench-${i}`, quota_type: 'chat', token_amount: 1e12 })))).map((k) => k.api_key);
+    const shared = (await createQuotaKey(db, { name: 'bench-shared', quota_type: 'chat', token_amount: 1e12 })).api_key;
+    floor = await roundTripFloor((await createQuotaKey(db, { name: 'bench-floor', quota_type: 'chat', token_amount: 1e12 })).id);
+    measuringFrom = performance.now();
+    for (const c of [1, 50, 200]) {
+      const targets: Target[] = [
+        { path: 'direct', url: new URL(`${providerUrl}/chat/completions`), keys: [null], pid: null },
+        { path: 'bare proxy', url: new URL(`${proxyUrl}/chat/completions`), keys: [null], pid: proxy.pid! },
+        { path: '/v3', url: new URL(`${api.url}/v3/chat/completions`), keys, pid: api.child.pid! },
+        { path: '/v3, rate limit off', url: new URL(`${apiOff.url}/v3/chat/completions`), keys, pid: apiOff.child.pid! },
+      ];
+      if (c === 200) targets.push({ path: '/v3 (one key)', url: new URL(`${api.url}/v3/chat/completions`), keys: [shared], pid: api.child.pid! });
+      const measured = await measure(targets, c, provider.pid!);
+      rows.push(...measured);
+      for (const r of measured) console.log(`${c} × ${r.path}: TTFT p50 ${fmt(of(r, 'ttftMs', 50))} p99 ${fmt(of(r, 'ttftMs', 99))}, last byte p50 ${fmt(of(r, 'totalMs', 50))} p99 ${fmt(of(r, 'totalMs', 99))} ms (${r.failures} failures)`);
+    }
+    loadAfter = await readLoad();
   } finally {
-    server.closeAllConnections();
-    await new Promise((r) => server.close(r));
-    await services.db.$disconnect();
-    await upstream.close();
+    await Promise.all([...apis.map((a) => stopped(a.child)), stopped(provider), stopped(proxy)]);
+    for (const a of apis) fs.closeSync(a.log);
+    await db.$disconnect();
     await dropDatabase(databaseUrl);
   }
+  console.log(`after: ${describeLoad(loadAfter)}`);
 
-  const directOf = (setting: string) => rows.find((r) => r.path === 'direct' && setting.startsWith(r.setting))!;
-  const lines = [
-    '| Setting | Path | Streams measured | Failures | TTFT p50 (ms) | TTFT p95 (ms) | Total p50 (ms) | Total p95 (ms) | Added TTFT p50 (ms) | Added total p50 (ms) |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|',
-    ...rows.map((r) => {
-      const t = r.samples.map((s) => s.ttftMs);
-      const total = r.samples.map((s) => s.totalMs);
-      const d = directOf(r.setting);
-      const added = r.path === 'direct' ? ['', ''] : [fmt(pct(t, 50) - pct(d.samples.map((s) => s.ttftMs), 50)), fmt(pct(total, 50) - pct(d.samples.map((s) => s.totalMs), 50))];
-      return `| ${r.setting} | ${r.path} | ${r.samples.length} | ${r.failures} | ${fmt(pct(t, 50))} | ${fmt(pct(t, 95))} | ${fmt(pct(total, 50))} | ${fmt(pct(total, 95))} | ${added[0]} | ${added[1]} |`;
-    }),
-  ];
-  const section = [
-    '# Messaging proxy latency (`npm run bench:messaging`)',
-    '',
-    `Run ${new Date().toISOString()} on ${process.platform} / Node ${process.version}; provider: ${tokens} chunks ${tokenMs} ms apart; 1 stream: ${sequentialRuns} sequential streams; 200 streams: ${rounds} bursts of 200 concurrent streams. Client, API and fake provider share one Node process.`,
-    '',
-    ...lines,
-    '',
-  ].join('\n');
-  console.log(section);
-  if (!process.env.BENCH_NO_WRITE) {
-    const file = path.join(benchDir, 'RESULTS.md');
-    const existing = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
-    const marker = '# Messaging proxy latency';
-    const kept = existing.includes(marker) ? existing.slice(0, existing.indexOf(marker)).trimEnd() : existing.trimEnd();
-    fs.writeFileSync(file, `${kept}\n\n${section}`);
+  const method = `Provider: ${tokens} chunks ${tokenMs} ms apart, the first at once. 1 stream: ${sequentialRuns} streams per path, one at a time, the paths taking turns; 50 and 200: ${rounds} bursts per path, taking turns. /v3: one quota key per concurrent stream; "(one key)": all 200 streams on one key. Times in ms; "added" = the path minus direct at the same percentile. CPU per stream: CPU time (user + system) each process used while that path ran, divided by its streams.`;
+  if (profiling) {
+    const summaries = apis.map((a) => {
+      const files = fs.existsSync(a.profileDir) ? fs.readdirSync(a.profileDir).filter((f) => f.endsWith('.cpuprofile')) : [];
+      // Start-up (module loading, the tokenizer, the language detector) is left out.
+      const summary = files.length ? profileSummary(path.join(a.profileDir, files[0]!), { sinceUs: (measuringFrom - a.startedAt) * 1000, topFunctions: 25 }) : 'no profile was written';
+      return [`## ${a.name === 'api' ? '/v3 as configured (rate limit on)' : '/v3, rate limit off'}`, '', summary].join('\n');
+    });
+    writeSection(
+      'hot-path-profile',
+      [
+        '# Where the API processes spend their CPU (`BENCH_CPU_PROFILE=1 npm run bench:messaging`)',
+        '',
+        `Run ${new Date().toISOString()} on ${machineLine()}. Before: ${describeLoad(loadBefore)}. After: ${describeLoad(loadAfter!)}. The run of the results above, with both API processes under \`node --cpu-prof\` (sampling slows them a little, so these latencies are only context). Self time of every sample from the first measured stream on (start-up left out). The profiler samples wall time: a thread descheduled inside a system call (on 2 cores shared by five processes and PostgreSQL) counts as that call's time, which is why \`writev\` (the socket writes of every relayed chunk) looks larger than its CPU cost. ${method}`,
+        '',
+        latencyTable(rows),
+        '',
+        ...summaries.flatMap((x) => [x, '']),
+      ].join('\n'),
+    );
+  } else {
+    const body = [
+      '# Hot paths: the /v3 gateway and budget admission (`npm run bench:messaging`)',
+      '',
+      `Run ${new Date().toISOString()} (${((Date.now() - started) / 1000).toFixed(0)} s) on ${machineLine()}. Before: ${describeLoad(loadBefore)}. After: ${describeLoad(loadAfter!)}. Client, fake provider, bare proxy and the two API processes (\`api/server.ts\`, LOG_LEVEL=info to a file) each in its own process; the admissions in a process of their own (bench/budget-admission.ts, its full section below), before the others started.`,
+      '',
+      '## Goals',
+      '',
+      goalsTable(rows, admissions),
+      '',
+      '## Gateway latency',
+      '',
+      method,
+      '',
+      latencyTable(rows),
+      '',
+      '## Where /v3 spends the time before the first token (its Server-Timing header)',
+      '',
+      'Measured by the API itself from the moment its quota gate sees the request: `auth` (the quota key, cached), `route` (the rate limit, reading and validating the body), `admit` (the admission round trip, group-committed), `provider` (from the admission to the provider\'s answer headers: the provider call on a kept-alive connection, and the provider\'s own time to answer, which the direct path has too). "In the API" = auth + route + admit. "Rest" = the added TTFT p50 minus that and minus what the provider phase takes beyond the direct TTFT: the extra hops (client → API, API → client), the middleware before the gate and writing the first chunk, and waiting for a CPU. Phase percentiles are taken separately, so they do not add up exactly.',
+      '',
+      phasesTable(rows),
+      '',
+      'The floor of the admit phase, measured in the same run on a plain connection (p50 of 40):',
+      '',
+      '| Connection | `SELECT 1` (ms) | `quota_reserve` (ms) |',
+      '|---|---:|---:|',
+      ...(floor ?? []).map((f) => `| ${f.gapMs ? `idle ${f.gapMs} ms before each call` : 'back to back'} | ${fmt(f.select1, 2)} | ${fmt(f.reserve, 2)} |`),
+      ...(admissions
+        ? ['', '## Admissions (same run)', '', `Load before: ${describeLoad(admissions.loadBefore)}; after: ${describeLoad(admissions.loadAfter)}.`, '', admissionsTable(admissions)]
+        : []),
+    ].join('\n');
+    writeSection('messaging-latency', body);
   }
+  fs.rmSync(work, { recursive: true, force: true });
 }
 
 await main();
-process.exit(0);

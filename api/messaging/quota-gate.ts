@@ -1,40 +1,41 @@
-import express, { type Request } from 'express';
+import express from 'express';
 import type { ApiDeps } from '../deps.js';
-import { errorHandler } from '../http/errors.js';
+import { errorHandler, type ErrorStyle } from '../http/errors.js';
+import { presentedKey } from '../http/api-key.js';
 import { assertQuotaType, authenticateQuotaKey, type MessagingEndpoint } from '../../lib/messaging/quota-keys.js';
+import { mark, startTiming } from '../../lib/messaging/timing.js';
 
-/**
- * Quota-key authentication of the generation endpoints, before any body is read: `Authorization:
- * Bearer <key>` (preferred) or `X-API-Key`. The key's owner lands in `res.locals.quotaKey`.
- */
-function keyFrom(req: Request): string | null {
-  const auth = req.get('authorization');
-  if (auth && /^bearer\s+\S/i.test(auth)) return auth.replace(/^bearer\s+/i, '').trim();
-  const header = req.get('x-api-key');
-  return header ? header.trim() : null;
-}
-
-export const generationEndpoints: Array<{ method: 'get' | 'post'; path: string; endpoint: MessagingEndpoint }> = [
-  { method: 'post', path: '/v3/chat/completions', endpoint: 'chat' },
-  { method: 'post', path: '/v3/responses', endpoint: 'responses' },
-  { method: 'post', path: '/v2/completions', endpoint: 'legacy' },
-  { method: 'get', path: '/v2/completions/:id', endpoint: 'legacy' },
+/** Every endpoint a quota key opens, with the quota type it needs and the error style of its interface. */
+const quotaEndpoints: Array<{ method: 'get' | 'post'; path: string; endpoint: MessagingEndpoint; style: ErrorStyle }> = [
+  { method: 'post', path: '/v3/chat/completions', endpoint: 'chat', style: 'messaging' },
+  { method: 'post', path: '/v3/responses', endpoint: 'responses', style: 'messaging' },
+  { method: 'post', path: '/v2/completions', endpoint: 'legacy', style: 'messaging' },
+  { method: 'get', path: '/v2/completions/:id', endpoint: 'legacy', style: 'messaging' },
+  { method: 'post', path: '/v2/audio/speech', endpoint: 'speech', style: 'speech' },
+  { method: 'get', path: '/v2/audio/voices', endpoint: 'speech', style: 'speech' },
 ];
 
+/**
+ * Quota-key authentication of the endpoints quota keys open, before any body is read:
+ * `Authorization: Bearer <key>` (preferred) or `X-API-Key`. The key's owner lands in
+ * `res.locals.quotaKey`; a refusal answers in the style of the endpoint's interface.
+ */
 export function quotaKeyGate(deps: ApiDeps): express.Router {
   const router = express.Router();
-  for (const { method, path, endpoint } of generationEndpoints) {
+  for (const { method, path, endpoint, style } of quotaEndpoints) {
+    const refuse = errorHandler(style);
     router[method](path, async (req, res, next) => {
+      startTiming(res, deps.config.messaging.serverTiming);
       try {
-        const key = await authenticateQuotaKey(deps.db, keyFrom(req));
+        const key = await authenticateQuotaKey(deps.db, presentedKey(req), deps.config.messaging.keyCacheSeconds);
+        mark(res, 'authed');
         assertQuotaType(key, endpoint);
         res.locals.quotaKey = key;
         next();
       } catch (err) {
-        next(err);
+        refuse(err, req, res, next);
       }
     });
   }
-  router.use(errorHandler('messaging'));
   return router;
 }

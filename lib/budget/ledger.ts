@@ -1,5 +1,7 @@
-import type { Db } from '../db.js';
-import { Prisma } from '../db.js';
+import type { Db } from '../platform/db.js';
+import { Prisma } from '../platform/db.js';
+import type { ActualUsage, BlockReason, Bound, ReserveRequest, ReserveResult } from '../contracts/budget-admission.js';
+import { GroupCommit } from '../platform/group-commit.js';
 
 /**
  * Knowledge-base budget admission, modelled on two-phase transfers: `reserve` holds a verified
@@ -10,156 +12,109 @@ import { Prisma } from '../db.js';
  * most once: repeating a call (a retried activity) returns the first answer.
  */
 const Decimal = Prisma.Decimal;
-type Decimal = Prisma.Decimal;
-
-export type Category = 'digitization' | 'rewrite' | 'embedding' | 'discovery' | 'other';
-
-export interface Bound {
-  characters?: number;
-  tokens?: number;
-  /** Decimal string, exact. */
-  dollars?: string;
-}
-
-export interface ReserveRequest {
-  knowledgeBaseId: string;
-  operationKey: string;
-  workflowId: string;
-  documentId?: string | null;
-  category: Category;
-  bound: Bound;
-  /** Request-level character cap: the smaller of it and the KB limit applies. */
-  requestCharacterLimit?: number | null;
-}
-
-export type BlockReason =
-  | 'character_limit_exhausted'
-  | 'token_limit_exhausted'
-  | 'dollar_limit_exhausted'
-  | 'request_character_limit'
-  | 'unknown_historical_usage'
-  | 'unresolved_provider_outcome';
-
-export type ReserveResult =
-  | { admitted: true; reservationId: string }
-  | { admitted: false; reason: BlockReason; detail: string };
-
-export interface ActualUsage {
-  characters?: number;
-  inputTokens?: number | null;
-  outputTokens?: number | null;
-  /** Null or omitted: unpriced. */
-  costUsd?: string | null;
-  model?: string | null;
-  fallback?: boolean;
-  rejected?: boolean;
-}
 
 type Tx = Prisma.TransactionClient;
 
-interface Totals {
-  characters: bigint;
-  tokens: bigint;
-  dollars: Decimal;
-}
-
-async function lockKnowledgeBase(tx: Tx, knowledgeBaseId: string) {
+/**
+ * Every decision is one call of a PostgreSQL function (migrations one_round_trip_admission and
+ * admission_held_counters): it locks the KB row, re-reads under the lock, decides and writes, in one
+ * round trip on the pool's connection. The KB row carries what its pending and uncertain holds hold
+ * (kept by a trigger on budget_reservations), so a decision costs the same however many holds the
+ * KB has. Only a settlement that must read or write more in the same transaction (a manual
+ * digitized update) takes a transaction of its own.
+ */
+export async function lockKnowledgeBase(tx: Tx, knowledgeBaseId: string): Promise<void> {
   const rows = await tx.$queryRaw<Array<{ id: string }>>`SELECT id FROM knowledge_bases WHERE id = ${knowledgeBaseId}::uuid FOR UPDATE`;
   if (rows.length === 0) throw new Error(`knowledge base ${knowledgeBaseId} does not exist`);
-  return tx.knowledgeBase.findUniqueOrThrow({ where: { id: knowledgeBaseId } });
 }
 
-/** Holds of pending and uncertain reservations: an uncertain operation may have used its whole bound. */
-async function outstanding(tx: Tx, knowledgeBaseId: string): Promise<Totals & { uncertain: number }> {
-  const rows = await tx.budgetReservation.groupBy({
-    by: ['status'],
-    where: { knowledgeBaseId, status: { in: ['pending', 'uncertain'] } },
-    _sum: { characters: true, tokens: true, dollars: true },
-    _count: { _all: true },
-  });
-  const totals = { characters: 0n, tokens: 0n, dollars: new Decimal(0), uncertain: 0 };
-  for (const r of rows) {
-    totals.characters += r._sum.characters ?? 0n;
-    totals.tokens += r._sum.tokens ?? 0n;
-    totals.dollars = totals.dollars.plus(r._sum.dollars ?? 0);
-    if (r.status === 'uncertain') totals.uncertain += r._count._all;
-  }
-  return totals;
-}
+type Block = { reason: BlockReason; detail: string };
 
-async function unknownEvents(tx: Tx, knowledgeBaseId: string): Promise<number> {
-  return tx.usageEvent.count({ where: { knowledgeBaseId, OR: [{ inputTokens: null }, { outputTokens: null }], category: { not: 'digitization' } } });
+/**
+ * Why the KB has no headroom at all, or null: a limit that is set and used up (consumed + held),
+ * an unresolved provider outcome on a capped KB, or unknown usage under a token or dollar limit.
+ * Read without the KB lock: a gate before work that feeds later paid work (channel imports), not
+ * an admission; `requireHeadroom` makes the same check part of an admission.
+ */
+export async function checkHeadroom(db: Db, knowledgeBaseId: string): Promise<Block | null> {
+  const { rows } = await db.pool.query<Block>('SELECT * FROM budget_headroom($1)', [knowledgeBaseId]);
+  return rows[0] ?? null;
 }
 
 const boundOf = (b: Bound) => ({
-  characters: BigInt(Math.max(0, Math.trunc(b.characters ?? 0))),
-  tokens: BigInt(Math.max(0, Math.trunc(b.tokens ?? 0))),
-  dollars: Decimal.max(new Decimal(b.dollars ?? 0), 0),
+  characters: Math.max(0, Math.trunc(b.characters ?? 0)),
+  tokens: Math.max(0, Math.trunc(b.tokens ?? 0)),
+  dollars: Decimal.max(new Decimal(b.dollars ?? 0), 0).toFixed(),
 });
 
-export async function reserve(db: Db, req: ReserveRequest): Promise<ReserveResult> {
-  return db.$transaction(async (tx) => {
-    const kb = await lockKnowledgeBase(tx, req.knowledgeBaseId);
-    const existing = await tx.budgetReservation.findUnique({ where: { operationKey: req.operationKey } });
-    if (existing) return { admitted: true, reservationId: existing.id };
+type ReserveRow = { admitted: boolean; reservation_id: string | null; reason: BlockReason | 'missing_knowledge_base' | null; detail: string | null };
+type SettleItem = { operation_key: string; characters: number; input_tokens: number | null; output_tokens: number | null; cost: string | null; model: string | null; fallback: boolean; rejected: boolean };
 
-    const bound = boundOf(req.bound);
-    const held = await outstanding(tx, kb.id);
-    const capped = kb.characterLimit !== null || kb.tokenLimit !== null || kb.dollarLimitUsd !== null || req.requestCharacterLimit != null;
-    const wants = { characters: bound.characters > 0n, tokens: bound.tokens > 0n, dollars: bound.dollars.gt(0) };
-
-    if (capped && held.uncertain > 0 && (wants.tokens || wants.dollars || wants.characters)) {
-      return { admitted: false, reason: 'unresolved_provider_outcome', detail: `${held.uncertain} operation(s) with an unresolved provider outcome` };
-    }
-    if ((wants.tokens && kb.tokenLimit !== null) || (wants.dollars && kb.dollarLimitUsd !== null)) {
-      const unknown = await unknownEvents(tx, kb.id);
-      if (unknown > 0) return { admitted: false, reason: 'unknown_historical_usage', detail: `${unknown} usage event(s) with unknown usage` };
-    }
-    if (wants.characters) {
-      const after = kb.charactersConsumed + held.characters + bound.characters;
-      const kbFits = kb.characterLimit === null || after <= kb.characterLimit;
-      const requestFits = req.requestCharacterLimit == null || after <= BigInt(req.requestCharacterLimit);
-      if (!kbFits) {
-        const remaining = kb.characterLimit! - kb.charactersConsumed - held.characters;
-        return { admitted: false, reason: 'character_limit_exhausted', detail: `needs ${bound.characters} characters, ${remaining > 0n ? remaining : 0n} remaining of ${kb.characterLimit}` };
-      }
-      if (!requestFits) {
-        return { admitted: false, reason: 'request_character_limit', detail: `needs ${after} characters in total, the request allows ${req.requestCharacterLimit}` };
-      }
-    }
-    if (wants.tokens && kb.tokenLimit !== null && kb.tokensConsumed + held.tokens + bound.tokens > kb.tokenLimit) {
-      return { admitted: false, reason: 'token_limit_exhausted', detail: `needs ${bound.tokens} tokens, ${clamp(kb.tokenLimit - kb.tokensConsumed - held.tokens)} remaining of ${kb.tokenLimit}` };
-    }
-    if (wants.dollars && kb.dollarLimitUsd !== null && kb.dollarsConsumed.plus(held.dollars).plus(bound.dollars).gt(kb.dollarLimitUsd)) {
-      const remaining = Decimal.max(kb.dollarLimitUsd.minus(kb.dollarsConsumed).minus(held.dollars), 0);
-      return { admitted: false, reason: 'dollar_limit_exhausted', detail: `needs $${bound.dollars.toFixed()}, $${remaining.toFixed()} remaining of $${kb.dollarLimitUsd.toFixed()}` };
-    }
-    const created = await tx.budgetReservation.create({
-      data: {
-        knowledgeBaseId: kb.id,
-        operationKey: req.operationKey,
-        workflowId: req.workflowId,
-        documentId: req.documentId ?? null,
-        category: req.category,
-        characters: bound.characters,
-        tokens: bound.tokens,
-        dollars: bound.dollars,
-      },
-    });
-    return { admitted: true, reservationId: created.id };
-  });
+/**
+ * Admissions and settlements that arrive while a batch of their kind is in flight go together as
+ * the next batch (group commit): one round trip and one WAL flush for all, each decided in order
+ * under its KB's lock exactly as alone. Without it each would hold its KB's lock through its own
+ * flush, and one contended KB could not pass one admission per flush. A batch is one statement, so
+ * one transaction: when it fails (a request naming a document that was just deleted, say), nothing
+ * of it was applied, and each request is tried again alone so that only the faulty one fails.
+ */
+const batchersOf = new WeakMap<Db, { reserve: GroupCommit<'reserve', object, ReserveRow>; settle: GroupCommit<'settle', SettleItem, SettleOutcome> }>();
+function batchers(db: Db) {
+  let b = batchersOf.get(db);
+  if (!b) {
+    b = {
+      reserve: new GroupCommit(async (_key, items) => {
+        const { rows } = await db.pool.query<ReserveRow & { idx: string }>('SELECT * FROM budget_reserve_batch($1)', [JSON.stringify(items)]);
+        const byIndex = new Map<number, ReserveRow>(rows.map((r) => [Number(r.idx), r]));
+        return items.map((_, i) => byIndex.get(i + 1)!);
+      }, { retryAlone: true }),
+      settle: new GroupCommit(async (_key, items) => {
+        const { rows } = await db.pool.query<{ idx: string; outcome: SettleOutcome }>('SELECT * FROM budget_settle_batch($1)', [JSON.stringify(items)]);
+        const byIndex = new Map(rows.map((r) => [Number(r.idx), r.outcome]));
+        return items.map((_, i) => byIndex.get(i + 1)!);
+      }, { retryAlone: true }),
+    };
+    batchersOf.set(db, b);
+  }
+  return b;
 }
 
-const clamp = (n: bigint) => (n > 0n ? n : 0n);
+export async function reserve(db: Db, req: ReserveRequest): Promise<ReserveResult> {
+  const bound = boundOf(req.bound);
+  const r = await batchers(db).reserve.submit('reserve', {
+    knowledge_base_id: req.knowledgeBaseId,
+    operation_key: req.operationKey,
+    workflow_id: req.workflowId,
+    document_id: req.documentId ?? null,
+    category: req.category,
+    characters: bound.characters,
+    tokens: bound.tokens,
+    dollars: bound.dollars,
+    request_character_limit: req.requestCharacterLimit ?? null,
+    require_headroom: req.requireHeadroom ?? false,
+  });
+  if (r.reason === 'missing_knowledge_base') throw new Error(r.detail!);
+  return r.admitted ? { admitted: true, reservationId: r.reservation_id! } : { admitted: false, reason: r.reason!, detail: r.detail! };
+}
 
 export type SettleOutcome = 'settled' | 'uncertain' | 'already_resolved' | 'unknown_operation';
+
+const usageParams = (usage: ActualUsage) => [
+  Math.trunc(usage.characters ?? 0),
+  usage.inputTokens ?? null,
+  usage.outputTokens ?? null,
+  usage.costUsd ?? null,
+  usage.model ?? null,
+  usage.fallback ?? false,
+  usage.rejected ?? false,
+];
 
 /**
  * Records the actual usage of an admitted operation exactly once and releases the rest of its
  * hold. Missing token counts make the operation uncertain instead: it keeps its hold, is counted
  * in uncertain_operations and blocks capped work until an operator resolves it.
- * `usageOrReader` may read state inside the transaction; `onSettle` runs in the same transaction
- * (e.g. to record the document's accepted characters).
+ * `usageOrReader` may read state inside the transaction, under the KB lock; `onSettle` runs in the
+ * same transaction (e.g. to record the document's accepted characters).
  */
 export async function settle(
   db: Db,
@@ -167,53 +122,19 @@ export async function settle(
   usageOrReader: ActualUsage | ((tx: Tx) => Promise<ActualUsage>),
   onSettle?: (tx: Tx) => Promise<void>,
 ): Promise<SettleOutcome> {
+  if (typeof usageOrReader !== 'function' && !onSettle) {
+    const [characters, inputTokens, outputTokens, cost, model, fallback, rejected] = usageParams(usageOrReader) as [number, number | null, number | null, string | null, string | null, boolean, boolean];
+    return batchers(db).settle.submit('settle', { operation_key: operationKey, characters, input_tokens: inputTokens, output_tokens: outputTokens, cost, model, fallback, rejected });
+  }
   return db.$transaction(async (tx) => {
-    const found = await tx.budgetReservation.findUnique({ where: { operationKey } });
+    const found = await tx.budgetReservation.findUnique({ where: { operationKey }, select: { knowledgeBaseId: true } });
     if (!found) return 'unknown_operation';
     await lockKnowledgeBase(tx, found.knowledgeBaseId);
-    const r = await tx.budgetReservation.findUniqueOrThrow({ where: { operationKey } });
-    if (r.status !== 'pending' && r.status !== 'uncertain') return 'already_resolved';
-    // Read under the KB lock, so usage that depends on current state (a character delta) is exact.
     const usage = typeof usageOrReader === 'function' ? await usageOrReader(tx) : usageOrReader;
-    const tokensKnown = r.category === 'digitization' || (usage.inputTokens != null && usage.outputTokens != null);
-    if (!tokensKnown && r.status === 'pending') {
-      await tx.budgetReservation.update({ where: { id: r.id }, data: { status: 'uncertain', note: 'provider usage missing' } });
-      return 'uncertain';
-    }
-    await recordUsage(tx, r, usage);
-    if (onSettle) await onSettle(tx);
-    return 'settled';
+    const [row] = await tx.$queryRawUnsafe<Array<{ outcome: SettleOutcome }>>('SELECT budget_settle($1, $2, $3, $4, $5, $6, $7, $8) AS outcome', operationKey, ...usageParams(usage));
+    if (row!.outcome === 'settled' && onSettle) await onSettle(tx);
+    return row!.outcome;
   });
-}
-
-async function recordUsage(tx: Tx, r: { id: string; knowledgeBaseId: string; operationKey: string; documentId: string | null; category: string }, usage: ActualUsage) {
-  const tokens = BigInt((usage.inputTokens ?? 0) + (usage.outputTokens ?? 0));
-  const cost = usage.costUsd == null ? null : new Decimal(usage.costUsd);
-  const characters = BigInt(Math.trunc(usage.characters ?? 0));
-  await tx.usageEvent.create({
-    data: {
-      knowledgeBaseId: r.knowledgeBaseId,
-      documentId: r.documentId,
-      operationKey: r.operationKey,
-      category: r.category,
-      model: usage.model ?? null,
-      fallback: usage.fallback ?? false,
-      rejected: usage.rejected ?? false,
-      characters,
-      inputTokens: usage.inputTokens == null ? null : BigInt(usage.inputTokens),
-      outputTokens: usage.outputTokens == null ? null : BigInt(usage.outputTokens),
-      costUsd: cost,
-    },
-  });
-  await tx.knowledgeBase.update({
-    where: { id: r.knowledgeBaseId },
-    data: {
-      charactersConsumed: { increment: characters },
-      tokensConsumed: { increment: tokens },
-      ...(cost ? { dollarsConsumed: { increment: cost } } : {}),
-    },
-  });
-  await tx.budgetReservation.update({ where: { id: r.id }, data: { status: 'settled', resolvedAt: new Date() } });
 }
 
 /**
@@ -221,14 +142,14 @@ async function recordUsage(tx: Tx, r: { id: string; knowledgeBaseId: string; ope
  * and blocks capped work until an operator resolves it. Idempotent.
  */
 export async function markUncertain(db: Db, operationKey: string, note: string): Promise<boolean> {
-  const res = await db.budgetReservation.updateMany({ where: { operationKey, status: 'pending' }, data: { status: 'uncertain', note } });
-  return res.count > 0;
+  const { rows } = await db.pool.query<{ changed: boolean }>('SELECT budget_mark_uncertain($1, $2) AS changed', [operationKey, note]);
+  return rows[0]!.changed;
 }
 
 /** Returns an unused hold (the operation failed or never ran). Idempotent. */
 export async function release(db: Db, operationKey: string, note = 'released'): Promise<boolean> {
-  const res = await db.budgetReservation.updateMany({ where: { operationKey, status: 'pending' }, data: { status: 'released', note, resolvedAt: new Date() } });
-  return res.count > 0;
+  const { rows } = await db.pool.query<{ changed: boolean }>('SELECT budget_release($1, $2) AS changed', [operationKey, note]);
+  return rows[0]!.changed;
 }
 
 /**
@@ -245,7 +166,11 @@ export async function resolveUncertain(db: Db, operationKey: string, resolution:
     if (!resolution.used) {
       await tx.budgetReservation.update({ where: { id: r.id }, data: { status: 'released', note: 'resolved: nothing used', resolvedAt: new Date() } });
     } else {
-      await recordUsage(tx, r, resolution);
+      await tx.$executeRawUnsafe(
+        'SELECT budget_record_usage(r, $2, $3, $4, $5, $6, $7, $8) FROM budget_reservations r WHERE r."operationKey" = $1',
+        operationKey,
+        ...usageParams(resolution),
+      );
     }
     return 'resolved';
   });
@@ -266,4 +191,3 @@ export async function releaseDocumentCharacters(db: Db, documentId: string): Pro
   });
 }
 
-export const lockedKnowledgeBase = lockKnowledgeBase;

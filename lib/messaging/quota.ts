@@ -1,6 +1,7 @@
-import type { Db } from '../db.js';
-import { AppError } from '../errors.js';
-import { countTokens } from '../kb/tokens.js';
+import type { Db } from '../platform/db.js';
+import { AppError } from '../platform/errors.js';
+import { GroupCommit } from '../platform/group-commit.js';
+import { countTokens } from '../platform/tokens.js';
 
 /**
  * Quota admission, two-phase like the knowledge-base ledger (lib/budget/ledger.ts): `reserve`
@@ -13,70 +14,120 @@ export const holdLifetimeMs = (upstreamTimeoutSeconds: number) => (upstreamTimeo
 
 export interface QuotaHold {
   operationKey: string;
+  quotaKeyId: string;
+  endpoint: string;
   tokens: number;
 }
 
 /**
- * Tokens to hold for a text: its o200k token count plus 10 % and a little framing (another
- * tokenizer may count more), and never less than ⌈characters / 4⌉. A plain characters / 4 estimate
- * would under-hold scripts such as Chinese or Japanese, where one character is about one token.
+ * Tokens to hold for a text. Up to 4 KiB of UTF-8 it is the byte count: no tokenizer makes more
+ * tokens than bytes, so that bound holds for every script at no cost before the first byte. Longer
+ * texts hold their o200k token count plus 10 % and a little framing (another tokenizer may count
+ * more), never less than ⌈characters / 4⌉ (which alone would under-hold Chinese or Japanese).
  */
-export const estimateTokens = (text: string) => Math.max(Math.ceil(text.length / 4), Math.ceil(countTokens(text) * 1.1) + 16);
+const BYTE_BOUND_LIMIT = 4096;
+export function estimateTokens(text: string): number {
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes <= BYTE_BOUND_LIMIT) return bytes;
+  return Math.max(Math.ceil(text.length / 4), Math.ceil(countTokens(text) * 1.1) + 16);
+}
 
-/** Waits for the key's row lock in line with the provider timeout rather than Prisma's 2 s default. */
-const txOptions = { maxWait: 60_000, timeout: 60_000 };
+/**
+ * A bound of `estimateTokens(text)` that costs no token count: the byte count, plus the same 10 %
+ * and framing (no tokenizer makes more tokens than bytes). Counting o200k tokens takes about 10 ms
+ * for 16 KiB and 30 ms for 64 KiB here, too long to spend before a request's first byte: a long
+ * request is admitted on this bound and its hold brought down to `estimateTokens` once its stream
+ * has started (`refineHold`); only when the bound does not fit is the count made first.
+ */
+export function quickTokenBound(text: string): { tokens: number; exact: boolean } {
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes <= BYTE_BOUND_LIMIT) return { tokens: bytes, exact: true };
+  return { tokens: Math.max(Math.ceil(text.length / 4), Math.ceil(bytes * 1.1) + 16), exact: false };
+}
+
+/** Lowers a pending hold to `tokens` (never raises it): the room it held beyond that is free again. */
+export async function refineHold(db: Db, hold: QuotaHold, tokens: number): Promise<void> {
+  const lowered = Math.max(1, Math.ceil(tokens));
+  if (lowered >= hold.tokens) return;
+  await db.pool.query(`UPDATE quota_reservations SET tokens = $2 WHERE "operationKey" = $1 AND status = 'pending' AND tokens > $2`, [hold.operationKey, lowered]);
+  hold.tokens = lowered;
+}
+
+type ReserveRow = { outcome: 'admitted' | 'revoked' | 'exhausted'; token_amount: string | null; remaining: string | null };
+type ReserveItem = { quota_key_id: string; operation_key: string; endpoint: string; tokens: number; hold_ms: number };
+type SettleItem = { operation_key: string; used: number | null; quota_key_id: string | null; held: number | null; endpoint: string | null };
+type SettleOutcome = 'settled' | 'already_resolved';
+
+/**
+ * Holds and settlements that arrive while a batch of their kind is in flight go together as the
+ * next batch (group commit, lib/platform/group-commit.ts): one round trip for all, each decided in
+ * order under its key's lock exactly as alone (migration quota_admission_batches). A lone request
+ * goes at once, so a quiet key pays one round trip, and a burst of streams shares a few instead of
+ * queueing for the pool's connections one statement each. A batch is one statement: when it fails,
+ * nothing of it was applied, and each request is tried again alone.
+ */
+const batchersOf = new WeakMap<Db, { reserve: GroupCommit<'reserve', ReserveItem, ReserveRow>; settle: GroupCommit<'settle', SettleItem, SettleOutcome> }>();
+function batchers(db: Db) {
+  let b = batchersOf.get(db);
+  if (!b) {
+    b = {
+      reserve: new GroupCommit(async (_key, items) => {
+        const { rows } = await db.pool.query<ReserveRow & { idx: string }>('SELECT * FROM quota_reserve_batch($1)', [JSON.stringify(items)]);
+        const byIndex = new Map<number, ReserveRow>(rows.map((r) => [Number(r.idx), r]));
+        return items.map((_, i) => byIndex.get(i + 1)!);
+      }, { retryAlone: true }),
+      settle: new GroupCommit(async (_key, items) => {
+        const { rows } = await db.pool.query<{ idx: string; outcome: SettleOutcome }>('SELECT * FROM quota_settle_batch($1)', [JSON.stringify(items)]);
+        const byIndex = new Map(rows.map((r) => [Number(r.idx), r.outcome]));
+        return items.map((_, i) => byIndex.get(i + 1)!);
+      }, { retryAlone: true }),
+    };
+    batchersOf.set(db, b);
+  }
+  return b;
+}
 
 export async function reserveQuota(
   db: Db,
   req: { quotaKeyId: string; operationKey: string; endpoint: string; tokens: number; holdMs: number },
 ): Promise<QuotaHold> {
-  const tokens = BigInt(Math.max(1, Math.ceil(req.tokens)));
-  return db.$transaction(async (tx) => {
-    // Few statements under the lock: admissions of one key run one after another.
-    const [key] = await tx.$queryRaw<Array<{ tokenAmount: bigint; tokensConsumed: bigint; revokedAt: Date | null }>>`
-      SELECT "tokenAmount", "tokensConsumed", "revokedAt" FROM quota_keys WHERE id = ${req.quotaKeyId}::uuid FOR UPDATE`;
-    if (!key || key.revokedAt) throw new AppError('invalid_api_key', 'invalid quota API key');
-    const held = await tx.quotaReservation.aggregate({
-      where: { quotaKeyId: req.quotaKeyId, status: 'pending', expiresAt: { gt: new Date() } },
-      _sum: { tokens: true },
-    });
-    const remaining = key.tokenAmount - key.tokensConsumed - (held._sum.tokens ?? 0n);
-    if (tokens > remaining) {
-      throw new AppError(
-        'quota_exceeded',
-        remaining <= 0n
-          ? `quota exhausted: this key's ${key.tokenAmount} tokens are used up`
-          : `quota exhausted: the request needs up to ${tokens} tokens (estimated input + output limit), ${remaining} of ${key.tokenAmount} remain; lower the output limit`,
-        { quota_remaining: Number(remaining > 0n ? remaining : 0n) },
-        429,
-      );
-    }
-    await tx.quotaReservation.create({
-      data: { quotaKeyId: req.quotaKeyId, operationKey: req.operationKey, endpoint: req.endpoint, tokens, expiresAt: new Date(Date.now() + req.holdMs) },
-    });
-    return { operationKey: req.operationKey, tokens: Number(tokens) };
-  }, txOptions);
+  const tokens = Math.max(1, Math.ceil(req.tokens));
+  // One round trip (shared with the holds that arrive meanwhile): the function locks the key's
+  // row, sums its live holds and inserts this one.
+  const r = await batchers(db).reserve.submit('reserve', { quota_key_id: req.quotaKeyId, operation_key: req.operationKey, endpoint: req.endpoint, tokens, hold_ms: Math.round(req.holdMs) });
+  if (r.outcome === 'revoked') throw new AppError('invalid_api_key', 'invalid quota API key');
+  if (r.outcome === 'exhausted') {
+    const remaining = BigInt(r.remaining!);
+    throw new AppError(
+      'quota_exceeded',
+      remaining <= 0n
+        ? `quota exhausted: this key's ${r.token_amount} tokens are used up`
+        : `quota exhausted: the request needs up to ${tokens} tokens (estimated input + output limit), ${remaining} of ${r.token_amount} remain; lower the output limit`,
+      { quota_remaining: Number(remaining > 0n ? remaining : 0n) },
+      429,
+    );
+  }
+  return { operationKey: req.operationKey, quotaKeyId: req.quotaKeyId, endpoint: req.endpoint, tokens };
 }
 
 /**
- * Records the used tokens once (null: unknown usage, charged the whole hold). The conditional
- * status change makes a repeat a no-op; hold and consumption change in one commit, and the key
- * row update waits for any admission holding the key's lock, so admissions see both or neither.
+ * Records the used tokens once (null: unknown usage, charged the whole hold), durably. The
+ * conditional status change makes a repeat a no-op; hold and consumption change in one commit, and
+ * the key row update waits for any admission holding the key's lock, so admissions see both or
+ * neither. Given the hold, a hold lost in a database crash is charged all the same.
  */
-export async function settleQuota(db: Db, operationKey: string, usedTokens: number | null): Promise<'settled' | 'already_resolved'> {
-  return db.$transaction(async (tx) => {
-    const known = usedTokens == null ? null : BigInt(Math.max(0, Math.trunc(usedTokens)));
-    const rows = await tx.$queryRaw<Array<{ quotaKeyId: string; used: bigint }>>`
-      UPDATE quota_reservations SET status = 'settled', "usedTokens" = COALESCE(${known}::bigint, tokens), "resolvedAt" = now()
-      WHERE "operationKey" = ${operationKey} AND status = 'pending'
-      RETURNING "quotaKeyId", "usedTokens" AS used`;
-    const r = rows[0];
-    if (!r) return 'already_resolved';
-    await tx.$executeRaw`UPDATE quota_keys SET "tokensConsumed" = "tokensConsumed" + ${r.used}, "lastUsedAt" = now() WHERE id = ${r.quotaKeyId}::uuid`;
-    return 'settled';
-  }, txOptions);
+export async function settleQuota(db: Db, hold: QuotaHold | { operationKey: string }, usedTokens: number | null): Promise<'settled' | 'already_resolved'> {
+  const used = usedTokens == null ? null : Math.max(0, Math.trunc(usedTokens));
+  const full = 'quotaKeyId' in hold ? hold : null;
+  return batchers(db).settle.submit('settle', {
+    operation_key: hold.operationKey,
+    used,
+    quota_key_id: full?.quotaKeyId ?? null,
+    held: full?.tokens ?? null,
+    endpoint: full?.endpoint ?? null,
+  });
 }
 
 export async function releaseQuota(db: Db, operationKey: string): Promise<void> {
-  await db.quotaReservation.updateMany({ where: { operationKey, status: 'pending' }, data: { status: 'released', resolvedAt: new Date() } });
+  await db.pool.query(`UPDATE quota_reservations SET status = 'released', "resolvedAt" = now() WHERE "operationKey" = $1 AND status = 'pending'`, [operationKey]);
 }

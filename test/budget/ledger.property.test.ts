@@ -1,33 +1,50 @@
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fc from 'fast-check';
-import { createDb, Prisma, type Db } from '../../lib/db.js';
-import { release, reserve, resolveUncertain, settle, type BlockReason } from '../../lib/budget/ledger.js';
+import { createDb, Prisma, type Db } from '../../lib/platform/db.js';
+import { markUncertain, release, reserve, resolveUncertain, settle } from '../../lib/budget/ledger.js';
+import type { BlockReason } from '../../lib/contracts/budget-admission.js';
 import { testStack } from '../support/stack.js';
 
 /**
  * Model-based property test of budget admission against the real ledger in Postgres: random
- * interleavings of reserve / settle / settle-without-usage / release / expire / resolve / limit
- * changes. A plain in-memory model says what must happen; after every step the database must agree,
- * every admission must keep consumed + reserved within every limit, every operation resolves at
- * most once, and the ledger balances (consumed equals the sum of settled events).
+ * interleavings of reserve / settle / settle-without-usage / release / mark uncertain / resolve /
+ * limit changes, of bursts of concurrent reserves and settlements (which the ledger's group commit
+ * decides together, in one round trip: they must come out as if decided one by one in the order
+ * they were made, a repeated operation key inside a burst included), and of a hold released by a
+ * plain update outside the ledger (as a document deletion does). A plain in-memory model says what
+ * must happen; after every step the database must agree, every admission must keep consumed +
+ * reserved within every limit, every operation resolves at most once, the ledger balances (consumed
+ * equals the sum of settled events), and the KB row's held counters equal its holds.
  */
 const D = Prisma.Decimal;
 type Dim = 'characters' | 'tokens' | 'dollars';
 
+type ReserveOp = { kind: 'reserve'; characters: number; tokens: number; cents: number; requestLimit: number | null };
 type Op =
-  | { kind: 'reserve'; characters: number; tokens: number; cents: number; requestLimit: number | null }
+  | ReserveOp
+  | { kind: 'reserveBurst'; reserves: ReserveOp[]; repeat: number | null }
+  | { kind: 'settleBurst'; picks: number[] }
+  | { kind: 'markUncertain'; pick: number }
+  | { kind: 'externalRelease'; pick: number }
   | { kind: 'settle'; pick: number; fraction: number }
   | { kind: 'settleUnknown'; pick: number }
+  | { kind: 'settleUncertainUnknown'; pick: number }
   | { kind: 'settleTwice'; pick: number }
   | { kind: 'release'; pick: number }
   | { kind: 'resolve'; pick: number; used: boolean }
   | { kind: 'limit'; dim: Dim; value: number | null };
 
+const reserveArb: fc.Arbitrary<ReserveOp> = fc.record({ kind: fc.constant('reserve' as const), characters: fc.integer({ min: 0, max: 20 }), tokens: fc.integer({ min: 0, max: 20 }), cents: fc.integer({ min: 0, max: 20 }), requestLimit: fc.option(fc.integer({ min: 1, max: 100 }), { freq: 4 }) });
 const opArb: fc.Arbitrary<Op> = fc.oneof(
-  { weight: 5, arbitrary: fc.record({ kind: fc.constant('reserve' as const), characters: fc.integer({ min: 0, max: 20 }), tokens: fc.integer({ min: 0, max: 20 }), cents: fc.integer({ min: 0, max: 20 }), requestLimit: fc.option(fc.integer({ min: 1, max: 100 }), { freq: 4 }) }) },
+  { weight: 5, arbitrary: reserveArb },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('reserveBurst' as const), reserves: fc.array(reserveArb, { minLength: 2, maxLength: 8 }), repeat: fc.option(fc.nat(), { freq: 2 }) }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('settleBurst' as const), picks: fc.array(fc.nat(), { minLength: 2, maxLength: 6 }) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('markUncertain' as const), pick: fc.nat() }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('externalRelease' as const), pick: fc.nat() }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('settle' as const), pick: fc.nat(), fraction: fc.double({ min: 0, max: 1, noNaN: true }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('settleUnknown' as const), pick: fc.nat() }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('settleUncertainUnknown' as const), pick: fc.nat() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('settleTwice' as const), pick: fc.nat() }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('release' as const), pick: fc.nat() }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('resolve' as const), pick: fc.nat(), used: fc.boolean() }) },
@@ -77,6 +94,16 @@ class Model {
   }
 }
 
+/** What a refusal says: the exact numbers, dollars without trailing zeros. */
+const refusalDetail: Record<BlockReason, RegExp> = {
+  unresolved_provider_outcome: /^\d+ operation\(s\) with an unresolved provider outcome$/,
+  unknown_historical_usage: /^\d+ usage event\(s\) with unknown usage$/,
+  character_limit_exhausted: /^needs \d+ characters, \d+ remaining of \d+$/,
+  request_character_limit: /^needs \d+ characters in total, the request allows \d+$/,
+  token_limit_exhausted: /^needs \d+ tokens, \d+ remaining of \d+$/,
+  dollar_limit_exhausted: /^needs \$(?:0|[1-9]\d*)(?:\.\d*[1-9])?, \$(?:0|[1-9]\d*)(?:\.\d*[1-9])? remaining of \$(?:0|[1-9]\d*)(?:\.\d*[1-9])?$/,
+};
+
 describe('budget ledger (property-based, real Postgres)', function () {
   this.timeout(300_000);
   let db: Db;
@@ -105,6 +132,15 @@ describe('budget ledger (property-based, real Postgres)', function () {
     assert.equal(kb.dollarsConsumed.toFixed(8), events.reduce((a, e) => a.plus(e.costUsd ?? 0), new D(0)).toFixed(8));
     assert.equal(new Set(events.map((e) => e.operationKey)).size, events.length);
     assert.equal(events.length, holds.filter((h) => h.status === 'settled').length);
+    // What the holds hold is counted on the KB row (a trigger keeps it), which admission reads.
+    const live = holds.filter((h) => h.status === 'pending' || h.status === 'uncertain');
+    assert.equal(kb.charactersHeld, live.reduce((a, h) => a + h.characters, 0n), 'charactersHeld equals the holds');
+    assert.equal(kb.tokensHeld, live.reduce((a, h) => a + h.tokens, 0n), 'tokensHeld equals the holds');
+    assert.equal(kb.dollarsHeld.toFixed(8), live.reduce((a, h) => a.plus(h.dollars), new D(0)).toFixed(8), 'dollarsHeld equals the holds');
+    assert.equal(kb.uncertainHolds, live.filter((h) => h.status === 'uncertain').length, 'uncertainHolds equals the uncertain holds');
+    // Events whose token usage is unknown are counted on the KB row, which admission reads.
+    assert.equal(kb.unknownUsageEvents, model.unknownEvents);
+    assert.equal(events.filter((e) => e.category !== 'digitization' && (e.inputTokens === null || e.outputTokens === null)).length, model.unknownEvents);
     // At every admission consumed + reserved stays within every limit the operation draws on. (A
     // limit lowered below what is already held is allowed by the spec; it blocks new spending.)
     if (admittedBound) {
@@ -137,12 +173,82 @@ describe('budget ledger (property-based, real Postgres)', function () {
                 bound: { characters: bound.characters, tokens: bound.tokens, dollars: bound.dollars.toFixed(2) }, requestCharacterLimit: op.requestLimit,
               });
               assert.equal(got.admitted ? true : got.reason, expected);
+              if (!got.admitted) assert.match(got.detail, refusalDetail[got.reason], `${got.reason}: ${got.detail}`);
               if (got.admitted) {
                 model.holds.push({ key, status: 'pending', bound, category });
                 admitted = bound;
                 // A repeated reserve with the same key returns the same answer and holds nothing more.
                 assert.deepEqual(await reserve(db, { knowledgeBaseId: kb.id, operationKey: key, workflowId: 'wf', category, bound: { characters: 1 } }), got);
               }
+              break;
+            }
+            case 'reserveBurst': {
+              // Made at once: the group commit decides them together, and they must come out as
+              // if decided one by one in this order. A repeated key repeats an earlier request.
+              const requests = op.reserves.map((r) => {
+                const category: Hold['category'] = r.tokens > 0 || r.cents > 0 ? 'rewrite' : 'digitization';
+                const bound = { characters: r.characters, tokens: category === 'rewrite' ? r.tokens : 0, dollars: category === 'rewrite' ? new D(r.cents).div(100) : new D(0) };
+                return { key: `op-${crypto.randomUUID()}`, category, bound, requestLimit: r.requestLimit };
+              });
+              if (op.repeat !== null) requests.push(requests[op.repeat % requests.length]!);
+              const results = await Promise.all(
+                requests.map((r) =>
+                  reserve(db, {
+                    knowledgeBaseId: kb.id, operationKey: r.key, workflowId: 'wf', category: r.category,
+                    bound: { characters: r.bound.characters, tokens: r.bound.tokens, dollars: r.bound.dollars.toFixed(2) }, requestCharacterLimit: r.requestLimit,
+                  }),
+                ),
+              );
+              const draws = { characters: false, tokens: false, dollars: false };
+              const ids = new Map<string, string>();
+              requests.forEach((r, i) => {
+                const got = results[i]!;
+                const earlier = model.holds.find((h) => h.key === r.key);
+                if (earlier) {
+                  assert.deepEqual(got, { admitted: true, reservationId: ids.get(r.key) }, 'a repeated key in a burst gets the first answer');
+                  return;
+                }
+                const expected = model.admits(r.bound, r.requestLimit);
+                assert.equal(got.admitted ? true : got.reason, expected, `request ${i} of the burst`);
+                if (!got.admitted) return;
+                ids.set(r.key, got.reservationId);
+                model.holds.push({ key: r.key, status: 'pending', bound: r.bound, category: r.category });
+                draws.characters ||= r.bound.characters > 0;
+                draws.tokens ||= r.bound.tokens > 0;
+                draws.dollars ||= r.bound.dollars.gt(0);
+              });
+              admitted = { characters: draws.characters ? 1 : 0, tokens: draws.tokens ? 1 : 0, dollars: new D(draws.dollars ? '0.01' : 0) };
+              break;
+            }
+            case 'settleBurst': {
+              const chosen = op.picks.map((n) => pick(n, ['pending', 'uncertain'])).filter((h): h is Hold => !!h);
+              const usageOf = (h: Hold) => ({ characters: h.bound.characters, inputTokens: h.bound.tokens, outputTokens: 0, costUsd: h.bound.dollars.toFixed(8) });
+              const outcomes = await Promise.all(chosen.map((h) => settle(db, h.key, usageOf(h))));
+              chosen.forEach((h, i) => {
+                if (h.status === 'pending' || h.status === 'uncertain') {
+                  assert.equal(outcomes[i], 'settled', 'the first settlement of a hold in a burst settles it');
+                  h.status = 'settled';
+                  model.consumed.characters += h.bound.characters;
+                  model.consumed.tokens += h.bound.tokens;
+                  model.consumed.dollars = model.consumed.dollars.plus(h.bound.dollars);
+                } else assert.equal(outcomes[i], 'already_resolved', 'a hold settled earlier in the burst is not settled twice');
+              });
+              break;
+            }
+            case 'markUncertain': {
+              const h = pick(op.pick, ['pending']);
+              if (!h) break;
+              assert.equal(await markUncertain(db, h.key, 'worker lost'), h.status === 'pending');
+              if (h.status === 'pending') h.status = 'uncertain';
+              break;
+            }
+            case 'externalRelease': {
+              // What a document deletion does (activities/deletion.ts): a plain update, not the ledger.
+              const h = pick(op.pick, ['pending']);
+              if (!h) break;
+              const { count } = await db.budgetReservation.updateMany({ where: { operationKey: h.key, status: 'pending' }, data: { status: 'released', note: 'document deleted', resolvedAt: new Date() } });
+              assert.equal(count, h.status === 'pending' ? 1 : 0);
+              if (h.status === 'pending') h.status = 'released';
               break;
             }
             case 'settle':
@@ -168,6 +274,15 @@ describe('budget ledger (property-based, real Postgres)', function () {
               if (!h || h.status !== 'pending' || h.category !== 'rewrite') break;
               assert.equal(await settle(db, h.key, { inputTokens: null, outputTokens: null }), 'uncertain');
               h.status = 'uncertain';
+              break;
+            }
+            case 'settleUncertainUnknown': {
+              // Usage of an uncertain operation that arrives without token counts: recorded as unknown.
+              const h = pick(op.pick, ['uncertain']);
+              if (!h || h.status !== 'uncertain') break;
+              assert.equal(await settle(db, h.key, { inputTokens: null, outputTokens: null }), 'settled');
+              h.status = 'settled';
+              model.unknownEvents++;
               break;
             }
             case 'release': {

@@ -1,0 +1,42 @@
+import type { Response } from 'express';
+
+/**
+ * Where a /v3 request's time before the provider's first byte went, as a Server-Timing header when
+ * MESSAGING_SERVER_TIMING is set (browsers' developer tools and bench/messaging-latency.ts read
+ * it): `auth` (the quota key), `route` (rate limit, reading and validating the body), `admit` (the
+ * quota admission's round trip), `provider` (until the provider's answer began: its headers for a
+ * stream, the whole answer otherwise; a chat completion's knowledge search included). Milliseconds.
+ */
+interface Marks {
+  gate: number;
+  authed?: number;
+  handler?: number;
+  admitted?: number;
+  provider?: number;
+}
+
+const marksOf = (res: Response) => res.locals.timing as Marks | undefined;
+
+/** Called by the quota gate as a request arrives; nothing is recorded unless `enabled`. */
+export function startTiming(res: Response, enabled: boolean): void {
+  if (enabled) res.locals.timing = { gate: performance.now() } satisfies Marks;
+}
+
+export function mark(res: Response, at: Exclude<keyof Marks, 'gate'>): void {
+  const marks = marksOf(res);
+  if (marks) marks[at] = performance.now();
+}
+
+/** Sets the header from the marks so far (before the answer's first byte is written). */
+export function sendTiming(res: Response): void {
+  const m = marksOf(res);
+  if (!m || res.headersSent) return;
+  const phases: Array<[string, number | undefined, number | undefined]> = [
+    ['auth', m.gate, m.authed],
+    ['route', m.authed, m.handler],
+    ['admit', m.handler, m.admitted],
+    ['provider', m.admitted, m.provider],
+  ];
+  const parts = phases.filter(([, a, b]) => a !== undefined && b !== undefined).map(([name, a, b]) => `${name};dur=${(b! - a!).toFixed(3)}`);
+  if (parts.length) res.setHeader('Server-Timing', parts.join(', '));
+}

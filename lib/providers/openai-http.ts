@@ -1,0 +1,196 @@
+import http from 'node:http';
+import https from 'node:https';
+
+/**
+ * The OpenAI-compatible HTTP API, spoken directly for pass-through calls (the messaging gateway):
+ * one POST per call on a keep-alive connection pool, the JSON body sent as given, a JSON answer or a
+ * server-sent-event stream read as it arrives. The official SDK builds requests, retries and reads
+ * streams generically, which cost several milliseconds before the first byte; a gateway that
+ * forwards bodies untouched needs none of that. Failures keep the provider's own error object.
+ */
+export interface OpenAiHttpOptions {
+  /** e.g. https://api.openai.com/v1 (no trailing slash). */
+  baseUrl: string;
+  apiKey: string | null;
+  /** Time until the answer's headers arrive; a stream may then run as long as it needs. */
+  timeoutMs: number;
+  /** Connections kept open to the provider (per process). */
+  maxSockets: number;
+}
+
+/** The provider answered with an error status; `error` is its OpenAI error object when it sent one. */
+export class ProviderHttpError extends Error {
+  override name = 'ProviderHttpError';
+  constructor(
+    readonly status: number,
+    readonly error: { message?: string; type?: string; code?: string | null; param?: string | null } | null,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** No answer in time (ambiguous: the provider may have worked). */
+export class ProviderTimeoutError extends Error {
+  override name = 'ProviderTimeoutError';
+}
+
+/** The connection failed or broke before a complete answer. */
+export class ProviderConnectionError extends Error {
+  override name = 'ProviderConnectionError';
+}
+
+/** An event of a stream: its data as JSON, and its `event:` name when it had one. */
+export interface StreamEvent {
+  event: string | null;
+  data: Record<string, unknown>;
+}
+
+/** An event of a stream as it arrived: its `event:` name (or null) and its data's text, not parsed. */
+export interface RawStreamEvent {
+  event: string | null;
+  data: string;
+}
+
+export class OpenAiHttp {
+  private readonly agent: http.Agent;
+  private readonly base: URL;
+
+  constructor(private readonly options: OpenAiHttpOptions) {
+    this.base = new URL(options.baseUrl.endsWith('/') ? options.baseUrl : `${options.baseUrl}/`);
+    const agentOptions = { keepAlive: true, maxSockets: options.maxSockets, maxFreeSockets: options.maxSockets, scheduling: 'lifo' as const };
+    this.agent = this.base.protocol === 'https:' ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
+  }
+
+  /** POST a JSON body, answer the JSON the provider returns. */
+  async json<T>(path: string, body: unknown, signal: AbortSignal): Promise<T> {
+    const res = await this.post(path, body, signal, 'application/json');
+    return JSON.parse(await readAll(res)) as T;
+  }
+
+  /** POST a JSON body that asks for a stream; the events as they arrive, parsed, until `[DONE]` or the end. */
+  async stream(path: string, body: unknown, signal: AbortSignal): Promise<AsyncIterable<StreamEvent>> {
+    return parsedEvents(await this.streamRaw(path, body, signal));
+  }
+
+  /**
+   * POST a JSON body that asks for a stream; its events unparsed, in batches: the events completed
+   * by each piece the connection delivered, until `[DONE]` or the end. What a relay needs: one
+   * step per network read rather than per event, and no JSON work for events it passes on as they
+   * are.
+   */
+  async streamRaw(path: string, body: unknown, signal: AbortSignal): Promise<AsyncIterable<RawStreamEvent[]>> {
+    const res = await this.post(path, body, signal, 'text/event-stream');
+    return readEventBatches(res);
+  }
+
+  private post(path: string, body: unknown, signal: AbortSignal, accept: string): Promise<http.IncomingMessage> {
+    const url = new URL(path.replace(/^\//, ''), this.base);
+    const payload = Buffer.from(JSON.stringify(body));
+    return new Promise((resolve, reject) => {
+      if (signal.aborted) return reject(abortError());
+      const req = (url.protocol === 'https:' ? https : http).request(url, {
+        method: 'POST',
+        agent: this.agent,
+        headers: {
+          'content-type': 'application/json',
+          'content-length': payload.length,
+          accept,
+          ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}),
+        },
+      });
+      const timer = setTimeout(() => req.destroy(new ProviderTimeoutError(`no answer within ${Math.round(this.options.timeoutMs / 1000)} s`)), this.options.timeoutMs);
+      const onAbort = () => req.destroy(abortError());
+      signal.addEventListener('abort', onAbort, { once: true });
+      req.on('error', (err) => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        reject(err instanceof ProviderTimeoutError || err.name === 'AbortError' ? err : new ProviderConnectionError(err.message));
+      });
+      req.on('response', (res) => {
+        clearTimeout(timer);
+        // The abort still ends a stream in progress (the client went away).
+        res.once('close', () => signal.removeEventListener('abort', onAbort));
+        const status = res.statusCode ?? 0;
+        if (status >= 200 && status < 300) return resolve(res);
+        readAll(res).then((text) => reject(httpError(status, text)), reject);
+      });
+      req.end(payload);
+    });
+  }
+}
+
+function abortError(): Error {
+  const err = new Error('the request was aborted');
+  err.name = 'AbortError';
+  return err;
+}
+
+function httpError(status: number, text: string): ProviderHttpError {
+  let error: ProviderHttpError['error'] = null;
+  try {
+    const parsed = JSON.parse(text) as { error?: ProviderHttpError['error'] };
+    error = parsed.error && typeof parsed.error === 'object' ? parsed.error : null;
+  } catch {
+    // not JSON: the status says enough
+  }
+  return new ProviderHttpError(status, error, error?.message ?? `${status} ${text.slice(0, 200) || http.STATUS_CODES[status] || 'error'}`);
+}
+
+async function readAll(res: http.IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  try {
+    for await (const chunk of res) chunks.push(chunk as Buffer);
+  } catch (err) {
+    throw (err as Error).name === 'AbortError' ? err : new ProviderConnectionError((err as Error).message);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * Server-sent events (text/event-stream): `event:` and `data:` lines, events separated by a blank
+ * line. Yields, per piece read from the connection, the events it completed (never an empty batch);
+ * `[DONE]` ends the events, but the answer is read to its end: a response left unread would close
+ * a connection the pool keeps for the next call.
+ */
+async function* readEventBatches(res: http.IncomingMessage): AsyncGenerator<RawStreamEvent[]> {
+  res.setEncoding('utf8');
+  let pending = '';
+  let event: string | null = null;
+  let data: string[] = [];
+  let done = false;
+  try {
+    for await (const chunk of res) {
+      if (done) continue;
+      const text = pending + (chunk as string);
+      const batch: RawStreamEvent[] = [];
+      let start = 0;
+      for (let nl = text.indexOf('\n', start); nl >= 0; nl = text.indexOf('\n', start)) {
+        const line = text.slice(start, nl > start && text.charCodeAt(nl - 1) === 13 ? nl - 1 : nl);
+        start = nl + 1;
+        if (line === '') {
+          if (data.length) {
+            const payload = data.length === 1 ? data[0]! : data.join('\n');
+            if (payload === '[DONE]') {
+              done = true;
+              break;
+            }
+            batch.push({ event, data: payload });
+          }
+          event = null;
+          data = [];
+        } else if (line.startsWith('data:')) data.push(line.slice(line.charCodeAt(5) === 32 ? 6 : 5));
+        else if (line.startsWith('event:')) event = line.slice(6).trim();
+        // comments (`:`) and other fields are ignored
+      }
+      pending = done ? '' : text.slice(start);
+      if (batch.length) yield batch;
+    }
+  } catch (err) {
+    throw (err as Error).name === 'AbortError' ? err : new ProviderConnectionError((err as Error).message);
+  }
+}
+
+async function* parsedEvents(batches: AsyncIterable<RawStreamEvent[]>): AsyncGenerator<StreamEvent> {
+  for await (const batch of batches) for (const { event, data } of batch) yield { event, data: JSON.parse(data) as Record<string, unknown> };
+}
