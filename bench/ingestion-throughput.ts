@@ -1,0 +1,359 @@
+/**
+ * Ingestion, creation and listing throughput (issue #20), side by side in one run:
+ *
+ *   npm run bench:ingestion
+ *
+ * (a) The same 1,000 generated documents (a few KB of English prose each; BENCH_DOCUMENTS) ingested
+ *     twice: in one process without Temporal (the digitize step's extraction, lib/retrieval/indexing.ts
+ *     chunking and analysis, the local encoder in batches of 64 with the worker's threads, Weaviate
+ *     batch writes, one wait for indexing), and through the system: batch uploads of 20 files with
+ *     use_original_as_rewritten=true to the API process, documentPipeline workflows in the worker
+ *     process, from the first upload to the last document `success`. Goal: at most 1.3x.
+ * (b) Document creation with 32 concurrent clients (BENCH_CLIENTS), each request timed from send to
+ *     answer (the answer comes after the workflow has started): single file uploads, empty
+ *     documents, batch file uploads of 20, one batch URL import of 1,000 URLs. No worker runs
+ *     meanwhile, so only creation is measured. Goal: >= 300 documents/s, p99 < 100 ms.
+ * (c) GET /api/documents and /api/kb-data of a knowledge base of 10,000 documents (BENCH_LISTED),
+ *     whole and a page of 100, p50 and p99 (one request at a time).
+ *
+ * The API and the worker are their own processes; the client is this process. The system is the
+ * test stack (Temporal dev server, Weaviate, a throw-away database) started by the benchmark.
+ * Writes the `ingestion-throughput` section of bench/RESULTS.md.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { LocalSentenceEncoder } from '../lib/providers/embeddings.js';
+import { VectorIndex, chunkClassFor, type ChunkRecord } from '../lib/providers/vector-index.js';
+import { chunkRecord, prepareDocument, type PreparedDocument } from '../lib/retrieval/indexing.js';
+import { extractFile } from '../lib/digitization/extractors/index.js';
+import { loadConfig } from '../lib/platform/config.js';
+import { systemEnv, testStack } from '../test/support/stack.js';
+import { percentile, startApiProcess, startBenchStack, startWorker, stopTestStack, writeSection, type BenchApi, type RunningWorker } from './audio-system.js';
+import { generateCorpus } from './support/corpus.js';
+
+const DOCUMENTS = Number(process.env.BENCH_DOCUMENTS ?? 1000);
+const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 32);
+const LISTED = Number(process.env.BENCH_LISTED ?? 10_000);
+const CREATE_SECONDS = Number(process.env.BENCH_CREATE_SECONDS ?? 10);
+const UPLOAD_BATCH = 20;
+
+const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a');
+const load = () => os.loadavg().map((x) => x.toFixed(2)).join(' / ');
+
+function cpuBusy(): () => number {
+  const read = () => {
+    const f = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    return { idle: f[3]! + f[4]!, total: f.slice(0, 8).reduce((a, b) => a + b, 0) };
+  };
+  const a = read();
+  return () => {
+    const b = read();
+    return b.total > a.total ? 1 - (b.idle - a.idle) / (b.total - a.total) : NaN;
+  };
+}
+
+async function idleBusy(): Promise<number> {
+  const busy = cpuBusy();
+  await new Promise((r) => setTimeout(r, 2000));
+  return busy();
+}
+
+interface Partner {
+  name: string;
+  key: string;
+}
+
+async function newKnowledgeBase(api: BenchApi, settings: Record<string, string> = {}): Promise<Partner & { kb: string; kbId: string; folder: string }> {
+  const name = `bench-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+  const admin = testStack().adminApiKey;
+  const form = new FormData();
+  for (const [k, v] of Object.entries(settings)) form.append(k, v);
+  const p = await fetch(`${api.url}/api/partners/${name}`, { method: 'POST', headers: { 'X-API-Key': admin }, body: form });
+  if (p.status !== 201) throw new Error(`partner: ${p.status} ${await p.text()}`);
+  const key = ((await p.json()) as { api_key: string }).api_key;
+  const kbForm = new FormData();
+  kbForm.append('name', 'kb');
+  const k = await fetch(`${api.url}/api/knowledgebases/${name}`, { method: 'POST', headers: { 'X-API-Key': key }, body: kbForm });
+  if (k.status !== 201) throw new Error(`kb: ${k.status} ${await k.text()}`);
+  const folderForm = new FormData();
+  folderForm.append('name', 'docs');
+  const f = await fetch(`${api.url}/api/folders/${name}/kb`, { method: 'POST', headers: { 'X-API-Key': key }, body: folderForm });
+  if (f.status !== 201) throw new Error(`folder: ${f.status} ${await f.text()}`);
+  const db = new pg.Client({ connectionString: testStack().databaseUrl });
+  await db.connect();
+  const { rows } = await db.query<{ id: string }>('SELECT kb.id FROM knowledge_bases kb JOIN partners p ON p.id = kb."partnerId" WHERE p.name = $1', [name]);
+  await db.end();
+  return { name, key, kb: 'kb', kbId: rows[0]!.id, folder: 'docs' };
+}
+
+/** (a) in one process: extraction, chunking and analysis, the encoder, Weaviate writes. */
+async function inProcess(corpus: Array<{ name: string; text: string }>, threads: number): Promise<{ ms: number; chunks: number; extractMs: number }> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-ingest-'));
+  const config = loadConfig(systemEnv());
+  const encoder = new LocalSentenceEncoder({ threads });
+  const index = new VectorIndex(testStack().weaviateUrl);
+  const className = chunkClassFor(`bench-in-process-${Date.now()}`);
+  await index.ensureClass(className);
+  await encoder.embed(['warm up the encoder']);
+  const started = performance.now();
+  // Extraction and preparation of each document, then its chunks into shared batches of 64, as
+  // many batches in flight as the encoder has threads.
+  const prepared: Array<{ id: string; name: string; doc: PreparedDocument }> = [];
+  let extractMs = 0;
+  for (const [i, d] of corpus.entries()) {
+    const t = performance.now();
+    const file = path.join(dir, `${i}.md`);
+    fs.writeFileSync(file, d.text);
+    const { text } = await extractFile(file, 'md', { ocrLanguages: null, pdfOcr: { maxPages: 1, concurrency: 1, dpi: 300 }, libreOfficeTimeoutMs: 1000, limits: config.limits.extraction } as Parameters<typeof extractFile>[2]);
+    extractMs += performance.now() - t;
+    prepared.push({ id: crypto.randomUUID(), name: d.name, doc: prepareDocument(text) });
+  }
+  const all = prepared.flatMap((p) => p.doc.chunks.map((_, i) => ({ p, i })));
+  const batches: Array<typeof all> = [];
+  for (let i = 0; i < all.length; i += 64) batches.push(all.slice(i, i + 64));
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: encoder.parallelism }, async () => {
+      while (next < batches.length) {
+        const batch = batches[next++]!;
+        const vectors = await encoder.embed(batch.map((b) => b.p.doc.embeddedText[b.i]!));
+        const records: ChunkRecord[] = batch.map((b, k) =>
+          chunkRecord({ partnerId: 'bench', knowledgeBaseId: 'bench', documentId: b.p.id, documentName: b.p.name, embeddingProfile: encoder.profile.name }, b.p.doc, b.i, vectors[k]!),
+        );
+        await index.upsertChunks(className, records);
+      }
+    }),
+  );
+  await index.waitForIndexing(600_000, undefined, [className]);
+  const ms = performance.now() - started;
+  fs.rmSync(dir, { recursive: true, force: true });
+  return { ms, chunks: all.length, extractMs };
+}
+
+/** (a) through the system: batch uploads of 20, until every document is embedded. */
+async function throughSystem(api: BenchApi, corpus: Array<{ name: string; text: string }>): Promise<{ ms: number; acceptedMs: number; chunks: number; failed: number }> {
+  const kb = await newKnowledgeBase(api);
+  const db = new pg.Client({ connectionString: testStack().databaseUrl });
+  await db.connect();
+  const started = performance.now();
+  let acceptedMs = 0;
+  const batches: Array<typeof corpus> = [];
+  for (let i = 0; i < corpus.length; i += UPLOAD_BATCH) batches.push(corpus.slice(i, i + UPLOAD_BATCH));
+  let next = 0;
+  const uploading = Promise.all(
+    Array.from({ length: 4 }, async () => {
+      while (next < batches.length) {
+        const batch = batches[next++]!;
+        const fd = new FormData();
+        fd.append('folder', kb.folder);
+        fd.append('use_original_as_rewritten', 'true');
+        for (const d of batch) fd.append('files', new Blob([d.text]), `${d.name}.md`);
+        const res = await fetch(`${api.url}/api/documents/${kb.name}/${kb.kb}/files/batch`, { method: 'POST', headers: { 'X-API-Key': kb.key }, body: fd });
+        const body = (await res.json()) as { summary?: { succeeded: number } };
+        if (res.status !== 200 || body.summary?.succeeded !== batch.length) throw new Error(`upload: ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
+      }
+    }),
+  ).then(() => (acceptedMs = performance.now() - started));
+  let failed: number;
+  for (;;) {
+    const { rows } = await db.query<{ done: number; failed: number }>(
+      `SELECT count(*) FILTER (WHERE "embeddingStatus" = 'success')::int AS done, count(*) FILTER (WHERE "processingError" IS NOT NULL OR "embeddingStatus" = 'failed')::int AS failed FROM documents WHERE "knowledgeBaseId" = $1`,
+      [kb.kbId],
+    );
+    failed = rows[0]!.failed;
+    if (rows[0]!.done + failed >= corpus.length) break;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  const ms = performance.now() - started;
+  await uploading;
+  const { rows } = await db.query<{ chunks: number }>('SELECT coalesce(sum("embeddingChunkCount"), 0)::int AS chunks FROM documents WHERE "knowledgeBaseId" = $1', [kb.kbId]);
+  const errors = await db.query<{ error: string; n: number }>(
+    `SELECT coalesce("processingError", "embeddingError") AS error, count(*)::int AS n FROM documents WHERE "knowledgeBaseId" = $1 AND ("processingError" IS NOT NULL OR "embeddingStatus" = 'failed') GROUP BY 1`,
+    [kb.kbId],
+  );
+  for (const e of errors.rows) console.error(`failed: ${e.n} x ${e.error}`);
+  await db.end();
+  return { ms, acceptedMs, chunks: rows[0]!.chunks, failed };
+}
+
+interface CreationResult {
+  label: string;
+  documents: number;
+  requests: number;
+  seconds: number;
+  latencies: number[];
+  failures: number;
+}
+
+/** (b) `CLIENTS` clients sending `request` back to back for CREATE_SECONDS after a warm-up second. */
+async function creation(label: string, docsPerRequest: number, request: () => Promise<Response>): Promise<CreationResult> {
+  const latencies: number[] = [];
+  let failures = 0;
+  const warmUntil = performance.now() + 1000;
+  const endAt = warmUntil + CREATE_SECONDS * 1000;
+  await Promise.all(
+    Array.from({ length: CLIENTS }, async () => {
+      while (performance.now() < endAt) {
+        const t = performance.now();
+        const res = await request();
+        await res.arrayBuffer();
+        const ms = performance.now() - t;
+        if (t >= warmUntil) {
+          if (res.status === 200 || res.status === 201) latencies.push(ms);
+          else failures++;
+        }
+      }
+    }),
+  );
+  const seconds = CREATE_SECONDS;
+  return { label, documents: latencies.length * docsPerRequest, requests: latencies.length, seconds, latencies, failures };
+}
+
+async function timedGets(url: string, key: string, n: number): Promise<{ p50: number; p99: number; bytes: number }> {
+  const ms: number[] = [];
+  let bytes = 0;
+  await (await fetch(url, { headers: { 'X-API-Key': key } })).arrayBuffer();
+  for (let i = 0; i < n; i++) {
+    const t = performance.now();
+    const res = await fetch(url, { headers: { 'X-API-Key': key } });
+    const body = await res.arrayBuffer();
+    if (res.status !== 200) throw new Error(`${url}: ${res.status}`);
+    ms.push(performance.now() - t);
+    bytes = body.byteLength;
+  }
+  return { p50: percentile(ms, 50), p99: percentile(ms, 99), bytes };
+}
+
+async function main() {
+  const runStarted = new Date();
+  const stack = await startBenchStack();
+  const threads = loadConfig(systemEnv()).embedding.localThreads;
+  const corpus = generateCorpus(DOCUMENTS);
+  const corpusChars = corpus.reduce((n, d) => n + d.text.length, 0);
+  const apiEnv = { REQUESTS_PER_MINUTE_KNOWLEDGE_BASE: '0' };
+  let api: BenchApi | null = null;
+  let worker: RunningWorker | null = null;
+  const lines: string[] = [];
+  try {
+    const quietBefore = await idleBusy();
+    const loadStart = load();
+    api = await startApiProcess(apiEnv);
+
+    // (a) in process first, then through the system, then in process again: load from outside
+    // the benchmark that comes and goes falls on both.
+    const a1 = await inProcess(corpus, threads);
+    console.error(`in process: ${fmt(a1.ms / 1000)} s, ${a1.chunks} chunks`);
+    worker = await startWorker({});
+    const busyStack = cpuBusy();
+    const s = await throughSystem(api, corpus);
+    const stackBusy = busyStack();
+    console.error(`through the system: ${fmt(s.ms / 1000)} s (${s.failed} failed)`);
+    await worker.kill();
+    worker = null;
+    const a2 = await inProcess(corpus, threads);
+    console.error(`in process again: ${fmt(a2.ms / 1000)} s`);
+    const baseline = (a1.ms + a2.ms) / 2;
+    const loadAfterA = load();
+
+    // (b) creation, no worker running.
+    const kbB = await newKnowledgeBase(api);
+    const file = 'A short note of about two hundred characters, created to measure how fast the service accepts new documents and starts their workflows. It is plain text.\n';
+    const single = await creation('single file upload (POST /api/documents)', 1, () => {
+      const fd = new FormData();
+      fd.append('type', 'file');
+      fd.append('folder', kbB.folder);
+      fd.append('use_original_as_rewritten', 'true');
+      fd.append('file', new Blob([file]), 'note.txt');
+      return fetch(`${api!.url}/api/documents/${kbB.name}/${kbB.kb}`, { method: 'POST', headers: { 'X-API-Key': kbB.key }, body: fd });
+    });
+    let n = 0;
+    const empty = await creation('empty document (POST .../empty)', 1, () => {
+      const fd = new FormData();
+      fd.append('folder', kbB.folder);
+      fd.append('name', `empty-${n++}`);
+      fd.append('type', 'file');
+      return fetch(`${api!.url}/api/documents/${kbB.name}/${kbB.kb}/empty`, { method: 'POST', headers: { 'X-API-Key': kbB.key }, body: fd });
+    });
+    const batched = await creation(`batch file upload, ${UPLOAD_BATCH} files a request`, UPLOAD_BATCH, () => {
+      const fd = new FormData();
+      fd.append('folder', kbB.folder);
+      fd.append('use_original_as_rewritten', 'true');
+      for (let i = 0; i < UPLOAD_BATCH; i++) fd.append('files', new Blob([file]), `note-${i}.txt`);
+      return fetch(`${api!.url}/api/documents/${kbB.name}/${kbB.kb}/files/batch`, { method: 'POST', headers: { 'X-API-Key': kbB.key }, body: fd });
+    });
+    const urlStarted = performance.now();
+    const urlRes = await fetch(`${api.url}/api/documents/${kbB.name}/${kbB.kb}/batch`, {
+      method: 'POST',
+      headers: { 'X-API-Key': kbB.key, 'content-type': 'application/json' },
+      body: JSON.stringify({ folder: kbB.folder, urls: Array.from({ length: 1000 }, (_, i) => `https://example.org/bench/${i}`) }),
+    });
+    const urlBody = (await urlRes.json()) as { summary: { succeeded: number } };
+    const urlMs = performance.now() - urlStarted;
+    const loadAfterB = load();
+
+    // (c) listings at LISTED documents: created by batch URL imports (their workflows wait: no worker).
+    const kbC = await newKnowledgeBase(api);
+    for (let i = 0; i < LISTED; i += 1000) {
+      const res = await fetch(`${api.url}/api/documents/${kbC.name}/${kbC.kb}/batch`, {
+        method: 'POST',
+        headers: { 'X-API-Key': kbC.key, 'content-type': 'application/json' },
+        body: JSON.stringify({ folder: kbC.folder, urls: Array.from({ length: Math.min(1000, LISTED - i) }, (_, k) => `https://example.org/listed/${i + k}`) }),
+      });
+      if (res.status !== 200) throw new Error(`listing corpus: ${res.status}`);
+      await res.arrayBuffer();
+    }
+    const base = `${api.url}/api/documents/${kbC.name}/${kbC.kb}`;
+    const data = `${api.url}/api/kb-data/${kbC.name}/${kbC.kb}`;
+    const listWhole = await timedGets(base, kbC.key, 20);
+    const dataWhole = await timedGets(data, kbC.key, 20);
+    const listPage = await timedGets(`${base}?limit=100`, kbC.key, 100);
+    const dataPage = await timedGets(`${data}?limit=100`, kbC.key, 100);
+    const loadEnd = load();
+
+    const creationRow = (r: CreationResult) =>
+      `| ${r.label} | ${r.requests} | ${r.documents} | ${fmt(r.documents / r.seconds, 0)} | ${fmt(percentile(r.latencies, 50))} | ${fmt(percentile(r.latencies, 99))} | ${r.failures} |`;
+    lines.push(
+      `Run ${runStarted.toISOString()} (\`npm run bench:ingestion\`), ${os.availableParallelism()} cores, Node ${process.version}; Temporal dev server, Weaviate 1.39 and PostgreSQL 15 on the same machine (the test stack); the API and the worker are their own processes, the client is the benchmark's. Encoder: the local USE-lite on the WASM backend in ${threads} worker thread(s) (EMBEDDING_LOCAL_THREADS), worker at its defaults (WORKER_MAX_ACTIVITIES 32, EMBEDDING_BATCH_CHUNKS 64).`,
+      `Load: ${Math.round(quietBefore * 100)} % of the cores busy in the 2 s before the run (nothing of the benchmark running); load average ${loadStart} at the start, ${loadAfterA} after (a), ${loadAfterB} after (b), ${loadEnd} at the end; ${Math.round(stackBusy * 100)} % of the cores busy during the ingestion through the system.`,
+      '',
+      `**(a) Ingestion of ${DOCUMENTS} generated documents** (bench/support/corpus.ts: ${fmt(corpusChars / DOCUMENTS / 1024, 1)} KB of English prose each on average, ${a1.chunks} chunks). In process: extraction (the digitize step's \`extractFile\`), chunking and analysis (lib/retrieval/indexing.ts), the encoder in batches of 64, Weaviate batch writes, one wait for indexing. Through the system: ${DOCUMENTS / UPLOAD_BATCH} batch uploads of ${UPLOAD_BATCH} files (4 at a time, use_original_as_rewritten=true), from the first upload to the last document \`success\`.`,
+      '',
+      '| Path | Time (s) | Documents/s | Chunks | vs in process |',
+      '|---|---:|---:|---:|---:|',
+      `| in process, first | ${fmt(a1.ms / 1000)} | ${fmt(DOCUMENTS / (a1.ms / 1000))} | ${a1.chunks} | |`,
+      `| in process, after the system's run | ${fmt(a2.ms / 1000)} | ${fmt(DOCUMENTS / (a2.ms / 1000))} | ${a2.chunks} | |`,
+      `| **through the API and workflows** (all uploads accepted after ${fmt(s.acceptedMs / 1000)} s; ${s.failed} failed) | ${fmt(s.ms / 1000)} | ${fmt(DOCUMENTS / (s.ms / 1000))} | ${s.chunks} | **${fmt(s.ms / baseline, 2)}x** |`,
+      '',
+      `Extraction alone took ${fmt(a1.extractMs / DOCUMENTS)} ms a document in process (one bounded thread per document, lib/digitization/extractors/isolated.ts).`,
+      '',
+      `**(b) Document creation, ${CLIENTS} concurrent clients**, ${CREATE_SECONDS} s each after a 1 s warm-up; a request's time is from sending it to its answer, which comes after the document's workflow has started. No worker ran.`,
+      '',
+      '| Request | Requests | Documents | Documents/s | p50 (ms) | p99 (ms) | Failed |',
+      '|---|---:|---:|---:|---:|---:|---:|',
+      creationRow(single),
+      creationRow(empty),
+      creationRow(batched),
+      `| batch URL import, one request of 1,000 URLs | 1 | ${urlBody.summary.succeeded} | ${fmt(urlBody.summary.succeeded / (urlMs / 1000), 0)} | ${fmt(urlMs)} (the request) | | ${1000 - urlBody.summary.succeeded} |`,
+      '',
+      `**(c) Listings of a knowledge base of ${LISTED.toLocaleString('en')} documents** (URL documents whose workflows wait; one request at a time; 20 requests for whole listings, 100 for pages).`,
+      '',
+      '| Request | p50 (ms) | p99 (ms) | Answer size |',
+      '|---|---:|---:|---:|',
+      `| GET /api/documents/{partner}/{kb} (all ${LISTED}) | ${fmt(listWhole.p50)} | ${fmt(listWhole.p99)} | ${fmt(listWhole.bytes / 1024 ** 2)} MB |`,
+      `| GET /api/kb-data/{partner}/{kb} (all ${LISTED}) | ${fmt(dataWhole.p50)} | ${fmt(dataWhole.p99)} | ${fmt(dataWhole.bytes / 1024 ** 2)} MB |`,
+      `| GET /api/documents/{partner}/{kb}?limit=100 | ${fmt(listPage.p50)} | ${fmt(listPage.p99)} | ${fmt(listPage.bytes / 1024)} KB |`,
+      `| GET /api/kb-data/{partner}/{kb}?limit=100 | ${fmt(dataPage.p50)} | ${fmt(dataPage.p99)} | ${fmt(dataPage.bytes / 1024)} KB |`,
+    );
+    writeSection('ingestion-throughput', `## Ingestion, creation and listing throughput (\`npm run bench:ingestion\`)\n\n${lines.join('\n')}`);
+  } finally {
+    await worker?.kill();
+    await api?.stop();
+    await stopTestStack();
+    void stack;
+  }
+}
+
+await main();
+process.exit(0);
