@@ -18,7 +18,9 @@ import { testStack } from '../support/stack.js';
 describe('retrieval quality on held-out evaluation sets', function () {
   this.timeout(600_000);
   const index = () => new VectorIndex(testStack().weaviateUrl);
-  const embedder = new CachedEmbeddings(new LocalSentenceEncoder());
+  // The encoder in a thread of its own: on a machine's first run it embeds for minutes, and on the
+  // event loop it would keep the idle connections to Weaviate from noticing that Weaviate closed them.
+  const embedder = new CachedEmbeddings(new LocalSentenceEncoder({ threads: 1 }));
   const indexed: IndexedPart[] = [];
   let sets: EvalSet[] = [];
 
