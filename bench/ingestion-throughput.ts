@@ -133,7 +133,7 @@ async function inProcess(corpus: Array<{ name: string; text: string }>, threads:
 }
 
 /** (a) through the system: batch uploads of 20, until every document is embedded. */
-async function throughSystem(api: BenchApi, corpus: Array<{ name: string; text: string }>): Promise<{ ms: number; acceptedMs: number; chunks: number; failed: number }> {
+async function throughSystem(api: BenchApi, worker: RunningWorker, corpus: Array<{ name: string; text: string }>): Promise<{ ms: number; acceptedMs: number; chunks: number; failed: number }> {
   const kb = await newKnowledgeBase(api);
   const db = new pg.Client({ connectionString: testStack().databaseUrl });
   await db.connect();
@@ -164,6 +164,10 @@ async function throughSystem(api: BenchApi, corpus: Array<{ name: string; text: 
     );
     failed = rows[0]!.failed;
     if (rows[0]!.done + failed >= corpus.length) break;
+    // A worker that dies would leave this loop waiting for ever: say so, with its last words.
+    if (worker.child.exitCode !== null || worker.child.signalCode !== null) {
+      throw new Error(`the worker exited (${worker.child.exitCode ?? worker.child.signalCode}) with ${rows[0]!.done} documents embedded:\n${worker.output.slice(-30).join('\n')}`);
+    }
     await new Promise((r) => setTimeout(r, 250));
   }
   const ms = performance.now() - started;
@@ -247,7 +251,7 @@ async function main() {
     console.error(`in process: ${fmt(a1.ms / 1000)} s, ${a1.chunks} chunks`);
     worker = await startWorker({});
     const busyStack = cpuBusy();
-    const s = await throughSystem(api, corpus);
+    const s = await throughSystem(api, worker, corpus);
     const stackBusy = busyStack();
     console.error(`through the system: ${fmt(s.ms / 1000)} s (${s.failed} failed)`);
     await worker.kill();
