@@ -19,6 +19,7 @@ import { speechRequestIds, speechRoutes } from './speech/routes.js';
 import { voiceRoutes } from './voices/routes.js';
 import { partnerVoiceSource } from '../lib/voices/speech-voices.js';
 import type { ApiDeps } from './deps.js';
+import { serviceVersion } from '../lib/platform/version.js';
 
 /** The interfaces this process serves; each has its own routes and error style. */
 function apiInterfaces(deps: ApiDeps): Array<ApiInterface & { errorStyle: ErrorStyle }> {
@@ -103,7 +104,7 @@ export function createApp(deps: ApiDeps): express.Express {
   const operational = ['/openapi.json', '/api/openapi.json', '/metrics'].map((path) => ({ method: 'get', path }));
   app.use(requestMetrics(metrics, [...operational, ...interfaces.flatMap((api) => api.routes)]));
   app.get('/metrics', metricsEndpoint(deps, metrics));
-  const openapi = buildOpenApi(interfaces, process.env.npm_package_version ?? '0.1.0', { anonymousLimited: deps.config.limits.anonymousRequestsPerMinute > 0 });
+  const openapi = buildOpenApi(interfaces, serviceVersion, { anonymousLimited: deps.config.limits.anonymousRequestsPerMinute > 0 });
   app.get(['/openapi.json', '/api/openapi.json'], (_req, res) => void res.json(openapi));
 
   // Every /v2/audio answer carries its speech request id, refusals of the quota gate included.

@@ -7,6 +7,7 @@ import { chatCompletions, responses, type GenerationContext, type GenerationOutc
 import { UpstreamError, type ChatCompletionBody, type ResponsesBody } from '../../lib/messaging/upstream.js';
 import { readLegacyCompletion, requestLegacyCompletion, type LegacyInput } from '../../lib/messaging/legacy.js';
 import { chatCompletionBody, legacyCompletionBody, legacyIdParams, messagingErrors, responsesBody } from './schemas.js';
+import { serviceVersion } from '../../lib/platform/version.js';
 
 const startedAt = Date.now();
 
@@ -35,7 +36,7 @@ export function messagingRoutes(deps: ApiDeps): RouteDefinition[] {
       method: 'get', path: '/health', access: 'none', summary: 'Process is up',
       description: 'Answers without touching any dependency: `{status: "ok", uptime_seconds, version}`.',
       responses: { 200: { description: 'Up' } },
-      handler: async () => ({ body: { status: 'ok', uptime_seconds: Math.round((Date.now() - startedAt) / 1000), version: process.env.npm_package_version ?? null } }),
+      handler: async () => ({ body: { status: 'ok', uptime_seconds: Math.round((Date.now() - startedAt) / 1000), version: serviceVersion } }),
     }),
     defineRoute({
       method: 'get', path: '/health/deep', access: 'none', summary: 'Postgres, Temporal and Weaviate reachable',

@@ -19,6 +19,8 @@ describe('service endpoints: health and the OpenAPI document', () => {
     assert.equal(r.status, 200);
     assert.equal(r.body.status, 'ok');
     assert.equal(typeof r.body.uptime_seconds, 'number');
+    // However the process was started (here: not through npm), the version is package.json's.
+    assert.equal(r.body.version, JSON.parse(fs.readFileSync('package.json', 'utf8')).version);
   });
 
   it('a path no route answers is a 404 in the error shape of the interface that owns its prefix', async () => {
