@@ -14,6 +14,25 @@ import { processRunning, toolPath } from '../support/tool-path.js';
 const run = promisify(execFile);
 const ffmpeg = (...args: string[]) => run('ffmpeg', ['-nostdin', '-hide_banner', '-loglevel', 'error', '-y', ...args]);
 
+type Http = ReturnType<typeof client>;
+type Kb = Awaited<ReturnType<typeof newKnowledgeBase>>;
+
+async function uploadTo(http: Http, kb: Kb, name: string, content: Buffer | string, form: Record<string, string> = {}): Promise<string> {
+  const res = await http('POST', `/api/documents/${kb.partner.name}/${kb.kb}`, { key: kb.partner.key, form: { type: 'file', folder: kb.folder, ...form, file: { name, content } } });
+  assert.equal(res.status, 201, `${name}: ${JSON.stringify(res.body)}`);
+  return res.body.id as string;
+}
+
+/** The document once digitization ended: its digitized text, or its processing_error. */
+const outcomeOf = (http: Http, kb: Kb, id: string) =>
+  eventually(`document ${id} to be digitized or to fail`, async () => {
+    const doc = (await http('GET', `/api/document/${kb.partner.name}/${kb.kb}/${id}`, { key: kb.partner.key })).body;
+    if (doc.processing_error) return { error: doc.processing_error as string, text: null };
+    if (!doc.file_digitized) return null;
+    const content = await http('GET', `/api/documents/${kb.partner.name}/${kb.kb}/${id}/content/digitized`, { key: kb.partner.key });
+    return { error: null, text: content.body.content as string };
+  }, 300_000);
+
 /**
  * Digitization through the whole pipeline: for every extension users may upload, a real file of
  * that type made here goes in through the API and its words come out as the digitized content;
@@ -41,20 +60,8 @@ describe('digitization of every supported format, end to end', function () {
     if (dir) await fs.rm(dir, { recursive: true, force: true });
   });
 
-  const upload = async (name: string, content: Buffer | string, form: Record<string, string> = {}) => {
-    const res = await http('POST', `/api/documents/${kb.partner.name}/${kb.kb}`, { key: kb.partner.key, form: { type: 'file', folder: kb.folder, ...form, file: { name, content } } });
-    assert.equal(res.status, 201, `${name}: ${JSON.stringify(res.body)}`);
-    return res.body.id as string;
-  };
-  /** The document once digitization ended: its digitized text, or its processing_error. */
-  const outcome = (id: string) =>
-    eventually(`document ${id} to be digitized or to fail`, async () => {
-      const doc = (await http('GET', `/api/document/${kb.partner.name}/${kb.kb}/${id}`, { key: kb.partner.key })).body;
-      if (doc.processing_error) return { error: doc.processing_error as string, text: null };
-      if (!doc.file_digitized) return null;
-      const content = await http('GET', `/api/documents/${kb.partner.name}/${kb.kb}/${id}/content/digitized`, { key: kb.partner.key });
-      return { error: null, text: content.body.content as string };
-    }, 300_000);
+  const upload = (name: string, content: Buffer | string, form: Record<string, string> = {}) => uploadTo(http, kb, name, content, form);
+  const outcome = (id: string) => outcomeOf(http, kb, id);
 
   /** A file of every supported extension, each holding words the test looks for in its digitized text. */
   async function sampleFiles(): Promise<Record<string, { content: Buffer | string; words: RegExp }>> {
@@ -218,19 +225,8 @@ describe('digitization of Office 97-2003 files when LibreOffice is missing, fail
     if (dir) await fs.rm(dir, { recursive: true, force: true });
   });
 
-  const upload = async (name: string, content: Buffer) => {
-    const res = await http('POST', `/api/documents/${kb.partner.name}/${kb.kb}`, { key: kb.partner.key, form: { type: 'file', folder: kb.folder, file: { name, content } } });
-    assert.equal(res.status, 201, `${name}: ${JSON.stringify(res.body)}`);
-    return res.body.id as string;
-  };
-  const outcome = (id: string) =>
-    eventually(`document ${id} to be digitized or to fail`, async () => {
-      const doc = (await http('GET', `/api/document/${kb.partner.name}/${kb.kb}/${id}`, { key: kb.partner.key })).body;
-      if (doc.processing_error) return { error: doc.processing_error as string, text: null };
-      if (!doc.file_digitized) return null;
-      const content = await http('GET', `/api/documents/${kb.partner.name}/${kb.kb}/${id}/content/digitized`, { key: kb.partner.key });
-      return { error: null, text: content.body.content as string };
-    }, 300_000);
+  const upload = (name: string, content: Buffer | string, form: Record<string, string> = {}) => uploadTo(http, kb, name, content, form);
+  const outcome = (id: string) => outcomeOf(http, kb, id);
 
   it('without LibreOffice on the server, a .doc is read by catdoc and a .xls by xls2csv', async () => {
     const worker = await startWorker({ PATH: toolPath(path.join(dir, 'no-soffice'), { without: ['soffice'] }) });
