@@ -1,8 +1,9 @@
 import type { Db } from './db.js';
+import { GroupCommit } from './group-commit.js';
 
 /**
  * Request rate limits that hold across API replicas: each request adds one to its key's counter of
- * the current window in Postgres (one statement), and the rate is the sliding-window estimate
+ * the current window in Postgres (batched, see `counters`), and the rate is the sliding-window estimate
  *
  *   previous window's count × (the part of the previous window still inside the last `windowSeconds`)
  *   + the current window's count,
@@ -22,25 +23,72 @@ export interface RateLimit {
 
 export type RateDecision = { allowed: true } | { allowed: false; retryAfterSeconds: number };
 
-export async function consumeRateLimit(db: Db, { key, limit, windowSeconds }: RateLimit): Promise<RateDecision> {
-  const [row] = await db.$queryRaw<Array<{ current: number; previous: number; elapsed: number }>>`
-    WITH clock AS (
-      SELECT to_timestamp(floor(extract(epoch FROM now()) / ${windowSeconds}::int) * ${windowSeconds}::int) AS start,
-             extract(epoch FROM now()) AS at
-    ), gone AS (
-      DELETE FROM rate_limit_windows w USING clock
-      WHERE w.key = ${key} AND w.window_start < clock.start - make_interval(secs => ${windowSeconds}::int)
-    ), cur AS (
-      INSERT INTO rate_limit_windows AS w (key, window_start, count)
-      SELECT ${key}, clock.start, 1 FROM clock
-      ON CONFLICT (key, window_start) DO UPDATE SET count = w.count + 1
-      RETURNING w.count
-    )
-    SELECT (SELECT count FROM cur)::int AS current,
-           COALESCE((SELECT w.count FROM rate_limit_windows w, clock
-                     WHERE w.key = ${key} AND w.window_start = clock.start - make_interval(secs => ${windowSeconds}::int)), 0)::int AS previous,
-           (SELECT (at - extract(epoch FROM start)) / ${windowSeconds}::int FROM clock)::float8 AS elapsed`;
-  const { current, previous, elapsed } = row!;
+type WindowRow = { key: string; secs: number; current: number; previous: number; elapsed: number };
+type ConsumeItem = { key: string; limit: number; windowSeconds: number };
+
+/**
+ * Counts the requests pending in this process in one statement, whatever their keys (group commit,
+ * lib/platform/group-commit.ts): a lone request goes at once, a burst of requests shares a round
+ * trip instead of queueing for the pool one statement each. Requests of one key are summed into
+ * one upsert (keys in a fixed order, so that two replicas' batches lock rows in the same order) and
+ * decided in arrival order against the counts they would have seen alone. The counters live in an
+ * unlogged table (migration rate_limit_windows_unlogged): no WAL flush waits on a request, and a
+ * database crash forgets at most the current windows.
+ */
+const COUNT_BATCH = `
+  WITH req AS (
+    SELECT key, secs, count(*)::int AS n FROM unnest($1::text[], $2::int[]) AS t(key, secs) GROUP BY key, secs
+  ), clock AS (
+    SELECT extract(epoch FROM now()) AS at
+  ), win AS (
+    SELECT req.*, to_timestamp(floor(clock.at / req.secs) * req.secs) AS start,
+           (clock.at - floor(clock.at / req.secs) * req.secs) / req.secs AS elapsed
+    FROM req, clock
+  ), gone AS (
+    DELETE FROM rate_limit_windows w USING win
+    WHERE w.key = win.key AND w.window_start < win.start - make_interval(secs => win.secs)
+  ), cur AS (
+    INSERT INTO rate_limit_windows AS w (key, window_start, count)
+    SELECT key, start, n FROM win ORDER BY key
+    ON CONFLICT (key, window_start) DO UPDATE SET count = w.count + excluded.count
+    RETURNING w.key, w.window_start, w.count
+  )
+  SELECT win.key, win.secs, cur.count::int AS current, COALESCE(p.count, 0)::int AS previous, win.elapsed::float8 AS elapsed
+  FROM win JOIN cur ON cur.key = win.key AND cur.window_start = win.start
+  LEFT JOIN rate_limit_windows p ON p.key = win.key AND p.window_start = win.start - make_interval(secs => win.secs)`;
+
+const countersOf = new WeakMap<Db, GroupCommit<'count', ConsumeItem, RateDecision>>();
+function counters(db: Db): GroupCommit<'count', ConsumeItem, RateDecision> {
+  let batcher = countersOf.get(db);
+  if (!batcher) {
+    batcher = new GroupCommit(async (_key, items) => {
+      const { rows } = await db.pool.query<WindowRow>(COUNT_BATCH, [items.map((i) => i.key), items.map((i) => i.windowSeconds)]);
+      const windows = new Map(rows.map((r) => [`${r.secs}:${r.key}`, r]));
+      // The count after the whole batch, less what came after each request: its count alone.
+      const after = new Map<string, number>();
+      for (const item of items) {
+        const id = `${item.windowSeconds}:${item.key}`;
+        after.set(id, (after.get(id) ?? 0) + 1);
+      }
+      const seen = new Map<string, number>();
+      return items.map(({ key, limit, windowSeconds }) => {
+        const id = `${windowSeconds}:${key}`;
+        const w = windows.get(id)!;
+        const position = (seen.get(id) ?? 0) + 1;
+        seen.set(id, position);
+        return decide(limit, windowSeconds, w.previous, w.current - after.get(id)! + position, w.elapsed);
+      });
+    }, { retryAlone: true });
+    countersOf.set(db, batcher);
+  }
+  return batcher;
+}
+
+export function consumeRateLimit(db: Db, { key, limit, windowSeconds }: RateLimit): Promise<RateDecision> {
+  return counters(db).submit('count', { key, limit, windowSeconds });
+}
+
+function decide(limit: number, windowSeconds: number, previous: number, current: number, elapsed: number): RateDecision {
   if (previous * (1 - elapsed) + current <= limit) return { allowed: true };
   return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil(secondsUntilNextAllowed(limit, windowSeconds, previous, current, elapsed))) };
 }

@@ -28,4 +28,28 @@ describe('rate limits', () => {
     const decisions = await Promise.all(Array.from({ length: 25 }, () => consumeRateLimit(db, { key, limit: 10, windowSeconds: 3600 })));
     assert.equal(decisions.filter((d) => d.allowed).length, 10);
   });
+
+  it('a burst of many keys from two replicas is admitted exactly up to each key\'s limit, in arrival order', async () => {
+    const other = createDb(testStack().databaseUrl);
+    try {
+      const keys = Array.from({ length: 6 }, () => `test:${crypto.randomUUID()}`);
+      const requests = Array.from({ length: 120 }, (_, i) => ({ key: keys[i % keys.length]!, replica: i % 4 === 0 ? other : db }));
+      const decisions = await Promise.all(requests.map(({ key, replica }) => consumeRateLimit(replica, { key, limit: 7, windowSeconds: 3600 })));
+      for (const key of keys) {
+        const mine = decisions.filter((_, i) => requests[i]!.key === key);
+        assert.equal(mine.filter((d) => d.allowed).length, 7, key);
+      }
+      // Within one replica, a key's earlier requests are the ones admitted.
+      const firstReplica = requests.map((r, i) => ({ ...r, decision: decisions[i]! })).filter((r) => r.replica === db && r.key === keys[1]);
+      const allowed = firstReplica.map((r) => r.decision.allowed);
+      assert.deepEqual(allowed, [...allowed].sort((a, b) => Number(b) - Number(a)), 'refusals come after admissions');
+    } finally {
+      await other.$disconnect();
+    }
+  });
+
+  it('keeps the counters in an unlogged table: counting waits for no WAL flush', async () => {
+    const [row] = await db.$queryRaw<Array<{ relpersistence: string }>>`SELECT relpersistence::text AS relpersistence FROM pg_class WHERE relname = 'rate_limit_windows'`;
+    assert.equal(row?.relpersistence, 'u');
+  });
 });
