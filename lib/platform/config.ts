@@ -99,6 +99,8 @@ export interface ExtractionLimits {
   zipMaxInflatedBytes: number;
   /** JavaScript heap of the thread that reads the in-process formats (MiB). */
   maxHeapMb: number;
+  /** Such threads running at once in one process (EXTRACT_MAX_THREADS); more documents wait. */
+  maxThreads: number;
   /** Wall time of reading an in-process format. */
   timeoutMs: number;
   /** Wall time (and CPU time) of one PDF tool run on a document: pdftotext, pdfinfo, pdftoppm, tesseract. */
@@ -426,6 +428,7 @@ const configDefaults = {
   EXTRACT_ZIP_MAX_ENTRIES: '10000',
   EXTRACT_ZIP_MAX_INFLATED_MB: '256',
   EXTRACT_MAX_HEAP_MB: '1024',
+  EXTRACT_MAX_THREADS: String(os.availableParallelism()),
   EXTRACT_TIMEOUT_SECONDS: '300',
   EXTRACT_TOOL_TIMEOUT_SECONDS: '120',
   DOCUMENT_MAX_MEDIA_SECONDS: '14400',
@@ -728,6 +731,7 @@ function abuseLimits(env: Env): AbuseLimits {
       zipMaxEntries: int('EXTRACT_ZIP_MAX_ENTRIES', 1, 1_000_000),
       zipMaxInflatedBytes: int('EXTRACT_ZIP_MAX_INFLATED_MB', 1, 64 * 1024) * mib,
       maxHeapMb: int('EXTRACT_MAX_HEAP_MB', 64, 64 * 1024),
+      maxThreads: int('EXTRACT_MAX_THREADS', 1, 1024),
       timeoutMs: int('EXTRACT_TIMEOUT_SECONDS', 1, 86400) * 1000,
       toolTimeoutMs: int('EXTRACT_TOOL_TIMEOUT_SECONDS', 1, 86400) * 1000,
       maxMediaSeconds: int('DOCUMENT_MAX_MEDIA_SECONDS', 1, 7 * 86400),

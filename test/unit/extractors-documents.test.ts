@@ -5,7 +5,8 @@ import os from 'node:os';
 import path from 'node:path';
 import * as samples from '../support/office-samples.js';
 import { extractFile, type ExtractOptions } from '../../lib/digitization/extractors/index.js';
-import { UnreadableDocument } from '../../lib/digitization/extractors/types.js';
+import { defaultExtractionLimits, UnreadableDocument } from '../../lib/digitization/extractors/types.js';
+import { runningExtractionThreads } from '../../lib/digitization/extractors/isolated.js';
 import { ToolFailed } from '../../lib/platform/child-process.js';
 import { toolPath } from '../support/tool-path.js';
 import { PocketSphinxEngine } from '../../lib/providers/speech-to-text.js';
@@ -212,6 +213,18 @@ describe('document text extraction', () => {
     it('pretty-prints', async () => {
       const { text } = await extractDocument(write('a.json', '{"name":"Widget","tags":["x","y"]}'), 'json');
       assert.equal(text, '{\n  "name": "Widget",\n  "tags": [\n    "x",\n    "y"\n  ]\n}');
+    });
+    it('documents beyond EXTRACT_MAX_THREADS wait for a thread instead of each starting one', async () => {
+      const files = Array.from({ length: 10 }, (_, i) => write(`many-${i}.json`, JSON.stringify({ document: i })));
+      let most = 0;
+      const sampler = setInterval(() => (most = Math.max(most, runningExtractionThreads())), 1);
+      try {
+        const texts = await Promise.all(files.map((f) => extractFile(f, 'json', { ...extractOptions, limits: { ...defaultExtractionLimits, maxThreads: 2 } })));
+        assert.deepEqual(texts.map((t) => t.text), files.map((_, i) => `{\n  "document": ${i}\n}`));
+      } finally {
+        clearInterval(sampler);
+      }
+      assert.ok(most >= 1 && most <= 2, `${most} threads ran at once`);
     });
     it('invalid or empty JSON is unreadable', async () => {
       await rejectsUnreadable(write('b.json', '{"a":'), 'json', /not valid JSON/);

@@ -1,8 +1,10 @@
+import { readFile } from 'node:fs/promises';
 import { normalizeLineEnds } from '../../platform/text.js';
 import type { ExtractionLimits } from '../../platform/config.js';
 import type { SpeechToTextEngine } from '../../providers/speech-to-text.js';
 import { isPlainText } from '../formats.js';
 import type { OcrLanguageChoice } from '../ocr.js';
+import { decodeText } from './converters.js';
 import { extractIsolated } from './isolated.js';
 import { extractLegacyOffice } from './legacy-office.js';
 import { extractMedia, isMediaExtension } from './media.js';
@@ -40,7 +42,7 @@ export async function extractFile(filePath: string, extension: string, options: 
   return { text, title: result.title?.replace(/\s+/g, ' ').trim() || null };
 }
 
-/** Formats read in this process go through a bounded thread (extractors/isolated.ts); the others through bounded tools. */
+/** Formats parsed in this process go through a bounded thread (extractors/isolated.ts); the others through bounded tools. */
 function extractByKind(filePath: string, ext: string, options: ExtractOptions): Promise<Extracted> {
   const limits = options.limits ?? defaultExtractionLimits;
   switch (ext) {
@@ -51,6 +53,9 @@ function extractByKind(filePath: string, ext: string, options: ExtractOptions): 
     case 'ppt':
       return extractLegacyOffice(filePath, ext, options.libreOfficeTimeoutMs, (copy, target) => extractIsolated(copy, target, limits));
     default:
+      // Plain text needs no parser: its memory is a small multiple of its size, which the upload
+      // limit bounds, so it is read here rather than in a thread that would cost more than the reading.
+      if (isPlainText(ext)) return readFile(filePath).then((bytes) => ({ text: decodeText(bytes) }));
       return extractIsolated(filePath, ext, limits);
   }
 }

@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import type { ExtractionLimits } from '../../platform/config.js';
+import { Semaphore } from '../../platform/semaphore.js';
 import { UnreadableDocument, type Extracted } from './types.js';
 
 /**
@@ -9,7 +10,10 @@ import { UnreadableDocument, type Extracted } from './types.js';
  * exhaust memory (a decompression bomb, an XML entity bomb, a gigantic spreadsheet) or never end
  * ends that thread, not the worker process, and fails its document with a clear reason. The bytes
  * the parsers work on outside the heap are bounded where they come from (the ZIP budget of
- * lib/digitization/zip-reader.ts; the upload limit for the others).
+ * lib/digitization/zip-reader.ts; the upload limit for the others). At most EXTRACT_MAX_THREADS
+ * such threads run at once in a process (each is a JavaScript runtime of its own with the parsers
+ * loaded, ~100 MB before it reads anything, and keeps a core busy): the other documents wait for a
+ * thread, so that 32 concurrent activities cannot become 32 threads and gigabytes.
  */
 export interface ThreadRequest {
   filePath: string;
@@ -27,7 +31,29 @@ const formatNames: Record<string, string> = {
 };
 const whatOf = (ext: string) => formatNames[ext] ?? `the .${ext} file`;
 
+const threadSlots = new Map<number, Semaphore>();
+const slotsFor = (size: number) => {
+  let slots = threadSlots.get(size);
+  if (!slots) threadSlots.set(size, (slots = new Semaphore(size)));
+  return slots;
+};
+
+let running = 0;
+/** Extraction threads running in this process now. */
+export const runningExtractionThreads = () => running;
+
 export function extractIsolated(filePath: string, ext: string, limits: ExtractionLimits): Promise<Extracted> {
+  return slotsFor(limits.maxThreads).run(async () => {
+    running++;
+    try {
+      return await extractInThread(filePath, ext, limits);
+    } finally {
+      running--;
+    }
+  });
+}
+
+function extractInThread(filePath: string, ext: string, limits: ExtractionLimits): Promise<Extracted> {
   return new Promise((resolve, reject) => {
     let settled = false;
     const worker = new Worker(threadFile, {

@@ -1,3 +1,4 @@
+import os from 'node:os';
 import { normalizeLineEnds, trimLineEnds, trimOf } from '../../platform/text.js';
 import type { ExtractionLimits } from '../../platform/config.js';
 
@@ -31,6 +32,7 @@ export const defaultExtractionLimits: ExtractionLimits = {
   zipMaxEntries: 10_000,
   zipMaxInflatedBytes: 256 * 1024 * 1024,
   maxHeapMb: 1024,
+  maxThreads: os.availableParallelism(),
   timeoutMs: 300_000,
   toolTimeoutMs: 120_000,
   maxMediaSeconds: 14_400,
