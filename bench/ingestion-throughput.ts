@@ -18,7 +18,8 @@
  *
  * The API and the worker are their own processes; the client is this process. The system is the
  * test stack (Temporal dev server, Weaviate, a throw-away database) started by the benchmark.
- * Writes the `ingestion-throughput` section of bench/RESULTS.md.
+ * Writes the `ingestion-throughput` section of bench/RESULTS.md (not with BENCH_ONLY=system, which
+ * runs the ingestion through the system alone and prints its progress and time).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -38,6 +39,8 @@ const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 32);
 const LISTED = Number(process.env.BENCH_LISTED ?? 10_000);
 const CREATE_SECONDS = Number(process.env.BENCH_CREATE_SECONDS ?? 10);
 const UPLOAD_BATCH = 20;
+/** BENCH_ONLY=system: only the ingestion through the system, reported on stderr (e.g. to watch a long run's worker). */
+const SYSTEM_ONLY = process.env.BENCH_ONLY === 'system';
 
 const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a');
 const load = () => os.loadavg().map((x) => x.toFixed(2)).join(' / ');
@@ -132,6 +135,16 @@ async function inProcess(corpus: Array<{ name: string; text: string }>, threads:
   return { ms, chunks: all.length, extractMs };
 }
 
+/** A process's resident memory, from /proc (Linux), for the progress lines. */
+function residentMb(pid: number | undefined): string {
+  try {
+    const kb = /VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kb ? fmt(Number(kb) / 1024, 0) : '?';
+  } catch {
+    return '?';
+  }
+}
+
 /** (a) through the system: batch uploads of 20, until every document is embedded. */
 async function throughSystem(api: BenchApi, worker: RunningWorker, corpus: Array<{ name: string; text: string }>): Promise<{ ms: number; acceptedMs: number; chunks: number; failed: number }> {
   const kb = await newKnowledgeBase(api);
@@ -157,6 +170,7 @@ async function throughSystem(api: BenchApi, worker: RunningWorker, corpus: Array
     }),
   ).then(() => (acceptedMs = performance.now() - started));
   let failed: number;
+  let lastProgress = performance.now();
   for (;;) {
     const { rows } = await db.query<{ done: number; failed: number }>(
       `SELECT count(*) FILTER (WHERE "embeddingStatus" = 'success')::int AS done, count(*) FILTER (WHERE "processingError" IS NOT NULL OR "embeddingStatus" = 'failed')::int AS failed FROM documents WHERE "knowledgeBaseId" = $1`,
@@ -167,6 +181,10 @@ async function throughSystem(api: BenchApi, worker: RunningWorker, corpus: Array
     // A worker that dies would leave this loop waiting for ever: say so, with its last words.
     if (worker.child.exitCode !== null || worker.child.signalCode !== null) {
       throw new Error(`the worker exited (${worker.child.exitCode ?? worker.child.signalCode}) with ${rows[0]!.done} documents embedded:\n${worker.output.slice(-30).join('\n')}`);
+    }
+    if (performance.now() - lastProgress > 30_000) {
+      lastProgress = performance.now();
+      console.error(`through the system: ${rows[0]!.done} of ${corpus.length} embedded after ${fmt((lastProgress - started) / 1000, 0)} s; worker ${residentMb(worker.child.pid)} MB resident`);
     }
     await new Promise((r) => setTimeout(r, 250));
   }
@@ -245,6 +263,12 @@ async function main() {
     const loadStart = load();
     api = await startApiProcess(apiEnv);
 
+    if (SYSTEM_ONLY) {
+      worker = await startWorker({});
+      const s = await throughSystem(api, worker, corpus);
+      console.error(`through the system: ${fmt(s.ms / 1000)} s for ${DOCUMENTS} documents, ${s.chunks} chunks, ${s.failed} failed (results not written: BENCH_ONLY=system)`);
+      return;
+    }
     // (a) in process first, then through the system, then in process again: load from outside
     // the benchmark that comes and goes falls on both.
     const a1 = await inProcess(corpus, threads);
