@@ -33,7 +33,8 @@ type ConsumeItem = { key: string; limit: number; windowSeconds: number };
  * one upsert (keys in a fixed order, so that two replicas' batches lock rows in the same order) and
  * decided in arrival order against the counts they would have seen alone. The counters live in an
  * unlogged table (migration rate_limit_windows_unlogged): no WAL flush waits on a request, and a
- * database crash forgets at most the current windows.
+ * database crash forgets at most the current windows. A named (prepared) statement: each connection
+ * plans it once, not at every request.
  */
 const COUNT_BATCH = `
   WITH req AS (
@@ -62,7 +63,7 @@ function counters(db: Db): GroupCommit<'count', ConsumeItem, RateDecision> {
   let batcher = countersOf.get(db);
   if (!batcher) {
     batcher = new GroupCommit(async (_key, items) => {
-      const { rows } = await db.pool.query<WindowRow>(COUNT_BATCH, [items.map((i) => i.key), items.map((i) => i.windowSeconds)]);
+      const { rows } = await db.pool.query<WindowRow>({ name: 'rate-limit-count', text: COUNT_BATCH, values: [items.map((i) => i.key), items.map((i) => i.windowSeconds)] });
       const windows = new Map(rows.map((r) => [`${r.secs}:${r.key}`, r]));
       // The count after the whole batch, less what came after each request: its count alone.
       const after = new Map<string, number>();
