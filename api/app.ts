@@ -7,7 +7,7 @@ import { buildRouter, type RouteEnvironment } from './http/route.js';
 import { errorHandler, type ErrorStyle } from './http/errors.js';
 import { buildOpenApi, type ApiInterface } from './http/openapi.js';
 import { apiMetrics, metricsEndpoint, requestMetrics } from './http/metrics.js';
-import { interfaceRateLimit, KeySlots, localBlockGate, type PathLimit } from './http/rate-limits.js';
+import { interfaceRateLimit, KeyPacer, KeySlots, localBlockGate, type PathLimit } from './http/rate-limits.js';
 import { RequestRateLimiter } from '../lib/platform/rate-limit.js';
 import { knowledgeBaseRoutes } from './knowledge-base/routes.js';
 import { messagingRoutes } from './messaging/routes.js';
@@ -99,6 +99,8 @@ export function createApp(deps: ApiDeps): express.Express {
   const interfaces = apiInterfaces(deps);
   // Requests of one key handled at once by this process (REQUESTS_IN_FLIGHT_PER_KEY); more wait their turn.
   const keySlots = deps.config.limits.inFlightPerKey > 0 ? new KeySlots(deps.config.limits.inFlightPerKey) : null;
+  // A key's requests beyond its burst start at its rate (REQUESTS_BURST_PER_KEY).
+  const keyPacer = deps.config.limits.burstPerKey > 0 ? new KeyPacer(deps.config.limits.burstPerKey) : null;
   // Prometheus metrics: every request counted under its route template; GET /metrics (admin key or METRICS_API_KEY).
   const metrics = apiMetrics(deps);
   const operational = ['/openapi.json', '/api/openapi.json', '/metrics'].map((path) => ({ method: 'get', path }));
@@ -114,7 +116,7 @@ export function createApp(deps: ApiDeps): express.Express {
   // Quota keys of the generation and speech endpoints are checked before any body is read.
   app.use(quotaKeyGate(deps));
   for (const api of interfaces) {
-    const router = buildRouter(api.routes, { ...env, rateLimit: interfaceRateLimit(limiter, deps.config.limits, api.name, keySlots) });
+    const router = buildRouter(api.routes, { ...env, rateLimit: interfaceRateLimit(limiter, deps.config.limits, api.name, { slots: keySlots, pacer: keyPacer }) });
     router.use(errorHandler(api.errorStyle));
     app.use(router);
   }

@@ -107,13 +107,60 @@ export class KeySlots {
 }
 
 const MAX_WAITING = 256;
+
+/**
+ * Spreads a key's requests at its rate (REQUESTS_BURST_PER_KEY): up to `burst` start at once, the
+ * next ones one every 60 / limit seconds, in order (the generic cell rate algorithm: one timestamp
+ * per key). The shared count already bounds a key to its limit per window; without spreading, a
+ * key that sends its whole allowance at once makes every other tenant's requests queue for the CPU
+ * behind it for that moment, which is where their slowest answers come from. A key within its burst
+ * waits for nothing; one sending faster waits (never longer than its window: by then the count
+ * refuses it); at most 256 waiting per key, beyond them 429.
+ */
+export class KeyPacer {
+  /** Per key: when its next request may start if it had used all of its burst (ms since the epoch). */
+  private readonly next = new Map<string, number>();
+  private readonly waiting = new Map<string, number>();
+
+  constructor(private readonly burst: number) {}
+
+  /** Resolves when the key's request may start; false when too many of the key's requests already wait. */
+  async pace(key: string, perMinute: number): Promise<boolean> {
+    const interval = 60_000 / perMinute;
+    const now = Date.now();
+    const theoretical = Math.max(now, this.next.get(key) ?? now);
+    const startAt = Math.max(now, theoretical - (this.burst - 1) * interval);
+    const delay = startAt - now;
+    if (delay > 0 && (this.waiting.get(key) ?? 0) >= MAX_WAITING) return false;
+    this.next.set(key, theoretical + interval);
+    if (this.next.size > 100_000) this.forgetIdle(now);
+    if (delay <= 0) return true;
+    this.waiting.set(key, (this.waiting.get(key) ?? 0) + 1);
+    await new Promise((resolve) => setTimeout(resolve, delay));
+    const left = (this.waiting.get(key) ?? 1) - 1;
+    if (left > 0) this.waiting.set(key, left);
+    else this.waiting.delete(key);
+    return true;
+  }
+
+  /** Keys whose burst is whole again need no timestamp. */
+  private forgetIdle(now: number): void {
+    for (const [key, at] of this.next) if (at <= now) this.next.delete(key);
+  }
+}
 const streamingInterfaces = new Set<RateLimitedInterface>(['messaging', 'speech']);
 
 /** The rate limit of one interface's routes (RouteEnvironment.rateLimit of api/http/route.ts). */
-export function interfaceRateLimit(limiter: RequestRateLimiter, limits: AbuseLimits, apiName: string, keySlots: KeySlots | null = null): NonNullable<RouteEnvironment['rateLimit']> {
+export function interfaceRateLimit(
+  limiter: RequestRateLimiter,
+  limits: AbuseLimits,
+  apiName: string,
+  shaping: { slots: KeySlots | null; pacer: KeyPacer | null } = { slots: null, pacer: null },
+): NonNullable<RouteEnvironment['rateLimit']> {
   const iface = limitedInterfaceOf(apiName);
-  // One set of slots for the process: a key's requests to any of these interfaces share them.
-  const slots = streamingInterfaces.has(iface) ? null : keySlots;
+  // One set of slots and one pacer for the process: a key's requests to any of these interfaces share them.
+  const slots = streamingInterfaces.has(iface) ? null : shaping.slots;
+  const pacer = streamingInterfaces.has(iface) ? null : shaping.pacer;
   return async ({ req, res, principal, route }: { req: Request; res: Response; principal: Principal | null; route: RouteDefinition }) => {
     if (principal?.isAdmin) return;
     const quotaKey = res.locals.quotaKey as QuotaKeyPrincipal | undefined;
@@ -125,6 +172,9 @@ export function interfaceRateLimit(limiter: RequestRateLimiter, limits: AbuseLim
       const window = smoothed(limit);
       const decision = await limiter.consume(`requests:${iface}:${owner}`, window.max, { windowSeconds: window.seconds, aliases: hash ? [presentedBucket(iface, hash)] : [] });
       if (!decision.allowed) throw refusal(iface, limit, decision.retryAfterSeconds, false);
+      if (pacer && !(await pacer.pace(`${iface}:${owner}`, limit))) {
+        throw new AppError('rate_limited', `Too many requests at once: this key already has ${MAX_WAITING} requests waiting to be spread at its rate of ${limit} a minute (REQUESTS_BURST_PER_KEY). Try again in 1 second.`, { retryAfterSeconds: 1 });
+      }
       if (slots) {
         const release = await slots.acquire(owner);
         if (!release) {

@@ -80,6 +80,8 @@ export interface AbuseLimits {
   tarpitMs: number;
   /** Requests of one key handled at once per API process on the non-streaming interfaces; more wait their turn (0: no limit). */
   inFlightPerKey: number;
+  /** Requests of one key that start at once on the non-streaming interfaces before the rest are spread at the key's rate (0: not spread). */
+  burstPerKey: number;
   /** Largest JSON (and urlencoded) request body. */
   jsonBodyMaxBytes: number;
   /** Largest form field without a length bound of its own (a content version sent as text). */
@@ -420,6 +422,7 @@ const configDefaults = {
   REQUESTS_PER_MINUTE_ANONYMOUS: '0',
   RATE_LIMIT_TARPIT_MS: '1000',
   REQUESTS_IN_FLIGHT_PER_KEY: '4',
+  REQUESTS_BURST_PER_KEY: '20',
   JSON_BODY_MAX_BYTES: String(16 * 1024 * 1024),
   FORM_TEXT_FIELD_MAX_BYTES: String(16 * 1024 * 1024),
   BATCH_UPLOAD_MAX_BYTES: String(1024 * 1024 * 1024),
@@ -722,6 +725,7 @@ function abuseLimits(env: Env): AbuseLimits {
     anonymousRequestsPerMinute: perMinute('REQUESTS_PER_MINUTE_ANONYMOUS'),
     tarpitMs: int('RATE_LIMIT_TARPIT_MS', 0, 60_000),
     inFlightPerKey: int('REQUESTS_IN_FLIGHT_PER_KEY', 0, 100_000),
+    burstPerKey: int('REQUESTS_BURST_PER_KEY', 0, 100_000),
     jsonBodyMaxBytes: int('JSON_BODY_MAX_BYTES', 1024, 1024 * mib),
     formTextFieldMaxBytes: int('FORM_TEXT_FIELD_MAX_BYTES', 1024, 1024 * mib),
     // Never more than the batch limit of lib/knowledge/documents.ts, which checks the sum again.

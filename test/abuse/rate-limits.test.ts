@@ -4,7 +4,7 @@ import { client, startApi, type HttpResult, type RunningApi } from '../support/s
 import { newPartner } from '../support/fixtures.js';
 import { newQuotaKey } from '../messaging/support.js';
 import { testStack } from '../support/stack.js';
-import { KeySlots } from '../../api/http/rate-limits.js';
+import { KeyPacer, KeySlots } from '../../api/http/rate-limits.js';
 
 /**
  * Rate limits on every interface (README, "Abuse resistance"): per key, counted in Postgres so that
@@ -135,6 +135,20 @@ describe('rate limits on every interface', function () {
     second();
     (await fourth)();
     assert.deepEqual(order, ['third', 'fourth']);
+  });
+
+  it('spreads a key\'s requests beyond its burst at its rate (REQUESTS_BURST_PER_KEY), without holding up other keys', async () => {
+    const pacer = new KeyPacer(3);
+    const started = Date.now();
+    const startedAfter: number[] = [];
+    // 600 a minute: one every 100 ms once the burst of 3 is used.
+    await Promise.all(Array.from({ length: 5 }, () => pacer.pace('a', 600).then((ok) => (assert.ok(ok), startedAfter.push(Date.now() - started)))));
+    startedAfter.sort((x, y) => x - y);
+    assert.ok(startedAfter[2]! < 50, `the burst starts at once: ${startedAfter.join(', ')} ms`);
+    assert.ok(startedAfter[3]! >= 90 && startedAfter[4]! >= 190, `then one every 100 ms: ${startedAfter.join(', ')} ms`);
+    const other = Date.now();
+    assert.ok(await pacer.pace('b', 600));
+    assert.ok(Date.now() - other < 50, 'another key starts at once');
   });
 
   it('does not limit the administrator key', async () => {
