@@ -354,7 +354,7 @@ async function main() {
       `| in process, after the system's run | ${fmt(a2.ms / 1000)} | ${fmt(DOCUMENTS / (a2.ms / 1000))} | ${a2.chunks} | |`,
       `| **through the API and workflows** (all uploads accepted after ${fmt(s.acceptedMs / 1000)} s; ${s.failed} failed) | ${fmt(s.ms / 1000)} | ${fmt(DOCUMENTS / (s.ms / 1000))} | ${s.chunks} | **${fmt(s.ms / baseline, 2)}x** |`,
       '',
-      `Extraction alone took ${fmt(a1.extractMs / DOCUMENTS)} ms a document in process (one bounded thread per document, lib/digitization/extractors/isolated.ts).`,
+      `Extraction alone took ${fmt(a1.extractMs / DOCUMENTS)} ms a document in process (the corpus is Markdown, decoded without a thread; parsed formats take one bounded thread each, lib/digitization/extractors/isolated.ts).`,
       '',
       `**(b) Document creation, ${CLIENTS} concurrent clients**, ${CREATE_SECONDS} s each after a 1 s warm-up; a request's time is from sending it to its answer, which comes after the document's workflow has started. No worker ran.`,
       '',
