@@ -115,6 +115,8 @@ describe('decompression bombs and other unbounded work', function () {
       const ok = path.join(dir, 'ok.json');
       await fs.writeFile(ok, '{"still": "here"}');
       assert.match((await extractFile(ok, 'json', options())).text, /still/);
+      // The threads of the small heap limit too: the one that ran out of memory is not reused.
+      assert.match((await extractFile(ok, 'json', options({ maxHeapMb: 64 }))).text, /still/);
     });
 
     it('a PDF whose 3 MiB hold a 1 GiB content stream is stopped at its tool time limit', async () => {

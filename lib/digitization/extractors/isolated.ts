@@ -4,8 +4,8 @@ import { Semaphore } from '../../platform/semaphore.js';
 import { UnreadableDocument, type Extracted } from './types.js';
 
 /**
- * The formats read in this process (DOCX, XLSX, PPTX, EPUB, HTML, CSV, JSON, XML, YAML, text) are
- * read in a worker thread of their own, one per document, with a JavaScript heap limit
+ * The formats parsed in this process (DOCX, XLSX, PPTX, EPUB, HTML, CSV, JSON, XML, YAML) are
+ * read in a worker thread, one document at a time per thread, with a JavaScript heap limit
  * (EXTRACT_MAX_HEAP_MB) and a wall-time limit (EXTRACT_TIMEOUT_SECONDS): a file whose parsing would
  * exhaust memory (a decompression bomb, an XML entity bomb, a gigantic spreadsheet) or never end
  * ends that thread, not the worker process, and fails its document with a clear reason. The bytes
@@ -31,62 +31,109 @@ const formatNames: Record<string, string> = {
 };
 const whatOf = (ext: string) => formatNames[ext] ?? `the .${ext} file`;
 
-const threadSlots = new Map<number, Semaphore>();
-const slotsFor = (size: number) => {
-  let slots = threadSlots.get(size);
-  if (!slots) threadSlots.set(size, (slots = new Semaphore(size)));
-  return slots;
-};
+/**
+ * Threads are kept and reused: starting one (a JavaScript runtime, the TypeScript loader and the
+ * parsers) costs ~0.7 s of CPU here, far more than reading a typical document. A thread reads one
+ * document at a time; one that ran out of memory, timed out or failed in any way other than
+ * answering is ended and never reused, and each is retired after THREAD_DOCUMENTS documents, so
+ * nothing one document leaves behind lasts. Idle threads do not keep the process alive.
+ */
+const THREAD_DOCUMENTS = 200;
 
-let running = 0;
-/** Extraction threads running in this process now. */
-export const runningExtractionThreads = () => running;
-
-export function extractIsolated(filePath: string, ext: string, limits: ExtractionLimits): Promise<Extracted> {
-  return slotsFor(limits.maxThreads).run(async () => {
-    running++;
-    try {
-      return await extractInThread(filePath, ext, limits);
-    } finally {
-      running--;
-    }
-  });
+interface PooledThread {
+  worker: Worker;
+  documents: number;
 }
 
-function extractInThread(filePath: string, ext: string, limits: ExtractionLimits): Promise<Extracted> {
-  return new Promise((resolve, reject) => {
-    let settled = false;
+class ThreadPool {
+  private readonly idle: PooledThread[] = [];
+  readonly slots: Semaphore;
+
+  constructor(private readonly limits: ExtractionLimits) {
+    this.slots = new Semaphore(limits.maxThreads);
+  }
+
+  private start(): PooledThread {
     const worker = new Worker(threadFile, {
-      workerData: { filePath, ext, limits } satisfies ThreadRequest,
-      resourceLimits: { maxOldGenerationSizeMb: limits.maxHeapMb, maxYoungGenerationSizeMb: Math.min(64, Math.max(8, Math.floor(limits.maxHeapMb / 16))) },
+      resourceLimits: { maxOldGenerationSizeMb: this.limits.maxHeapMb, maxYoungGenerationSizeMb: Math.min(64, Math.max(8, Math.floor(this.limits.maxHeapMb / 16))) },
       stdout: false,
       stderr: false,
     });
-    const settle = (fn: () => void) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      fn();
-      void worker.terminate();
-    };
-    const timer = setTimeout(
-      () => settle(() => reject(new UnreadableDocument(`${whatOf(ext)} took too long to read (over ${Math.round(limits.timeoutMs / 1000)} s, EXTRACT_TIMEOUT_SECONDS)`))),
-      limits.timeoutMs,
-    );
-    worker.once('message', (answer: ThreadAnswer) =>
-      settle(() => {
-        if ('extracted' in answer) resolve(answer.extracted);
-        else if ('unreadable' in answer) reject(new UnreadableDocument(answer.unreadable));
-        else reject(new Error(`reading ${whatOf(ext)} failed: ${answer.error}`));
-      }),
-    );
-    worker.once('error', (err: Error & { code?: string }) =>
-      settle(() => {
-        if (err.code === 'ERR_WORKER_OUT_OF_MEMORY') {
-          reject(new UnreadableDocument(`${whatOf(ext)} needs more than the ${limits.maxHeapMb} MiB of memory reading one document may use (EXTRACT_MAX_HEAP_MB); it is far too large or a decompression bomb`));
-        } else reject(err);
-      }),
-    );
-    worker.once('exit', (code) => settle(() => reject(new Error(`reading ${whatOf(ext)} stopped unexpectedly (thread exit ${code})`))));
+    // A thread that ends while idle (it should not) is simply not handed out again.
+    worker.on('exit', () => {
+      const i = this.idle.findIndex((t) => t.worker === worker);
+      if (i >= 0) this.idle.splice(i, 1);
+    });
+    return { worker, documents: 0 };
+  }
+
+  /** Reads one document in a thread of the pool (the caller holds one of `slots`); `limits` bound its reading (the ZIP budget). */
+  read(filePath: string, ext: string, limits: ExtractionLimits): Promise<Extracted> {
+    const thread = this.idle.pop() ?? this.start();
+    const { worker } = thread;
+    worker.ref();
+    return new Promise<Extracted>((resolve, reject) => {
+      let settled = false;
+      const settle = (reusable: boolean, fn: () => void) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        worker.off('message', onMessage);
+        worker.off('error', onError);
+        worker.off('exit', onExit);
+        thread.documents++;
+        if (reusable && thread.documents < THREAD_DOCUMENTS) {
+          worker.unref();
+          this.idle.push(thread);
+        } else void worker.terminate();
+        fn();
+      };
+      const timer = setTimeout(
+        () => settle(false, () => reject(new UnreadableDocument(`${whatOf(ext)} took too long to read (over ${Math.round(limits.timeoutMs / 1000)} s, EXTRACT_TIMEOUT_SECONDS)`))),
+        limits.timeoutMs,
+      );
+      const onMessage = (answer: ThreadAnswer) =>
+        settle(true, () => {
+          if ('extracted' in answer) resolve(answer.extracted);
+          else if ('unreadable' in answer) reject(new UnreadableDocument(answer.unreadable));
+          else reject(new Error(`reading ${whatOf(ext)} failed: ${answer.error}`));
+        });
+      const onError = (err: Error & { code?: string }) =>
+        settle(false, () => {
+          if (err.code === 'ERR_WORKER_OUT_OF_MEMORY') {
+            reject(new UnreadableDocument(`${whatOf(ext)} needs more than the ${limits.maxHeapMb} MiB of memory reading one document may use (EXTRACT_MAX_HEAP_MB); it is far too large or a decompression bomb`));
+          } else reject(err);
+        });
+      const onExit = (code: number) => settle(false, () => reject(new Error(`reading ${whatOf(ext)} stopped unexpectedly (thread exit ${code})`)));
+      worker.on('message', onMessage);
+      worker.on('error', onError);
+      worker.on('exit', onExit);
+      worker.postMessage({ filePath, ext, limits } satisfies ThreadRequest);
+    });
+  }
+}
+
+/** One pool per thread count and heap limit (the configuration's, in practice: one per process). */
+const pools = new Map<string, ThreadPool>();
+const poolFor = (limits: ExtractionLimits) => {
+  const id = `${limits.maxThreads}:${limits.maxHeapMb}`;
+  let pool = pools.get(id);
+  if (!pool) pools.set(id, (pool = new ThreadPool(limits)));
+  return pool;
+};
+
+let running = 0;
+/** Documents being read in extraction threads in this process now. */
+export const runningExtractionThreads = () => running;
+
+export function extractIsolated(filePath: string, ext: string, limits: ExtractionLimits): Promise<Extracted> {
+  const pool = poolFor(limits);
+  return pool.slots.run(async () => {
+    running++;
+    try {
+      return await pool.read(filePath, ext, limits);
+    } finally {
+      running--;
+    }
   });
 }
