@@ -4,7 +4,7 @@ import type { Services } from '../services.js';
 import type { Logger } from '../platform/logger.js';
 import { defaultChunking } from '../retrieval/chunking.js';
 import type { QuotaKeyPrincipal } from './quota-keys.js';
-import { estimateTokens, holdLifetimeMs, quickTokenBound, refineHold, releaseQuota, reserveQuota, settleQuota, type QuotaHold } from './quota.js';
+import { estimateTokens, holdLifetimeMs, quickTokenBound, refineHold, releaseQuota, reserveQuota, roomForeseen, settleQuota, type QuotaHold } from './quota.js';
 import { AppError } from '../platform/errors.js';
 import { resolveCharacter, takeServiceMetadata, type Character } from './service-metadata.js';
 import { composeInstructions, retrieveKnowledge, visibilityItems, type KnowledgeContext } from './knowledge.js';
@@ -82,27 +82,74 @@ interface Admission {
   refine: (() => void) | null;
 }
 
+/** A request's admission, not made yet, and whether the provider may be called while it is made. */
+interface PlannedAdmission {
+  early: boolean;
+  run: () => Promise<Admission>;
+}
+
 /**
  * Holds the request's bound on its key. A long input is admitted on its byte bound, without
  * counting its tokens first (quickTokenBound); when that bound does not fit, the tokens are counted
  * and the request asks again with the estimate, so nothing the estimate would admit is refused.
+ * The provider may be called during the hold when the request needs no knowledge search (which
+ * must wait for the admission) and this process heard lately that the key has room for the bound
+ * (roomForeseen, MESSAGING_CALL_DURING_ADMISSION_SECONDS).
  */
-async function admit(ctx: GenerationContext, endpoint: 'chat' | 'responses', inputText: string, outputLimit: number | undefined, character: Character | null): Promise<Admission> {
+function planAdmission(ctx: GenerationContext, endpoint: 'chat' | 'responses', inputText: string, outputLimit: number | undefined, character: Character | null): PlannedAdmission {
   const operationKey = `${endpoint}-${ctx.requestId}-${crypto.randomUUID()}`;
   const rest = knowledgeAllowance(character) + (outputLimit ?? ctx.deps.config.messaging.defaultOutputTokenBound);
   const ask = (tokens: number) => reserveQuota(ctx.deps.db, { quotaKeyId: ctx.key.id, operationKey, endpoint, tokens, holdMs: holdLifetimeMs(ctx.deps.config.messaging.upstreamTimeoutSeconds) });
   const quick = quickTokenBound(inputText);
-  if (quick.exact) return { hold: await ask(quick.tokens + rest), refine: null };
+  const forecastMs = ctx.deps.config.messaging.callDuringAdmissionSeconds * 1000;
+  const early = !character?.knowledge && forecastMs > 0 && roomForeseen(ctx.deps.db, ctx.key.id, quick.tokens + rest, forecastMs);
+  const run = async (): Promise<Admission> => {
+    if (quick.exact) return { hold: await ask(quick.tokens + rest), refine: null };
+    try {
+      const hold = await ask(quick.tokens + rest);
+      const refine = () =>
+        setImmediate(() => {
+          refineHold(ctx.deps.db, hold, estimateTokens(inputText) + rest).catch((err) => ctx.log.warn('quota hold not refined', { err, operation_key: hold.operationKey }));
+        });
+      return { hold, refine };
+    } catch (err) {
+      if (!(err instanceof AppError && err.code === 'quota_exceeded')) throw err;
+      return { hold: await ask(estimateTokens(inputText) + rest), refine: null };
+    }
+  };
+  return { early, run };
+}
+
+/**
+ * The provider call of an admitted request. Normally the hold comes first (a refused request costs
+ * no search and no call). When the plan allows it, the call starts at once and the hold is made
+ * meanwhile, so the provider's time to answer hides the admission's round trip; nothing of the
+ * answer reaches the client before the hold is made, and a refused hold aborts the call (the
+ * provider may have begun reading the prompt: the price of a forecast gone wrong, which takes the
+ * key's room going within moments). A failed call releases the hold.
+ */
+async function callAdmitted<T>(ctx: GenerationContext, plan: PlannedAdmission, abort: AbortController, call: () => Promise<T>): Promise<{ hold: QuotaHold; refine: Admission['refine']; result: T }> {
+  let calling: Promise<T> | null = null;
+  let admission: Admission;
+  if (plan.early) {
+    calling = call();
+    // Observed now, so that a call failing before the hold is made is not an unhandled rejection.
+    calling.catch(() => undefined);
+    try {
+      admission = await plan.run();
+    } catch (err) {
+      abort.abort();
+      // The call's outcome no longer matters; what it opened closes with the abort.
+      await calling.catch(() => undefined);
+      throw err;
+    }
+  } else admission = await plan.run();
+  mark(ctx.res, 'admitted');
   try {
-    const hold = await ask(quick.tokens + rest);
-    const refine = () =>
-      setImmediate(() => {
-        refineHold(ctx.deps.db, hold, estimateTokens(inputText) + rest).catch((err) => ctx.log.warn('quota hold not refined', { err, operation_key: hold.operationKey }));
-      });
-    return { hold, refine };
+    return { ...admission, result: await (calling ?? call()) };
   } catch (err) {
-    if (!(err instanceof AppError && err.code === 'quota_exceeded')) throw err;
-    return { hold: await ask(estimateTokens(inputText) + rest), refine: null };
+    finish(ctx, admission.hold, { released: true });
+    throw err;
   }
 }
 
@@ -151,49 +198,38 @@ export async function chatCompletions(ctx: GenerationContext, body: ChatCompleti
   const character = await resolveCharacter(ctx.deps.db, ctx.key, service);
   const client = upstreamClient(ctx.deps.config);
   const abort = clientGone(ctx.res);
-
-  // Admission first (with room for the knowledge to come): a refused request costs no search.
-  const { hold, refine } = await admit(ctx, 'chat', JSON.stringify(forwarded.messages) + (character?.prompt ?? ''), forwarded.max_completion_tokens ?? forwarded.max_tokens, character);
-  mark(ctx.res, 'admitted');
+  // Room is held for the knowledge to come: a refused request costs no search.
+  const plan = planAdmission(ctx, 'chat', JSON.stringify(forwarded.messages) + (character?.prompt ?? ''), forwarded.max_completion_tokens ?? forwarded.max_tokens, character);
   const models = { model: forwarded.model as string, fallback };
 
   // Chat completions keep their normal shape: the character and its knowledge become a system
   // message, with no visibility items.
-  let knowledge: KnowledgeContext | null;
-  try {
-    knowledge = character?.knowledge ? await retrieveKnowledge(ctx.deps, character, lastUserText(forwarded.messages)) : null;
-  } catch (err) {
-    finish(ctx, hold, { released: true });
-    throw err;
-  }
-  const system = composeInstructions([character?.prompt, knowledge?.context]);
-  if (system) forwarded.messages = [{ role: 'system', content: system }, ...forwarded.messages];
+  const withInstructions = async () => {
+    const knowledge = character?.knowledge ? await retrieveKnowledge(ctx.deps, character, lastUserText(forwarded.messages)) : null;
+    const system = composeInstructions([character?.prompt, knowledge?.context]);
+    if (system) forwarded.messages = [{ role: 'system', content: system }, ...forwarded.messages];
+  };
 
   if (!forwarded.stream) {
-    try {
-      const { result } = await withFallback(models, (model) => providerCalls.chat(client, { ...forwarded, model, stream: false }, abort.signal), logFallback(ctx));
-      mark(ctx.res, 'provider');
-      sendTiming(ctx.res);
-      finish(ctx, hold, { usedTokens: usedTokensOf(result.usage) });
-      return { json: result };
-    } catch (err) {
-      finish(ctx, hold, { released: true });
-      throw err;
-    }
+    const { hold, result } = await callAdmitted(ctx, plan, abort, async () => {
+      await withInstructions();
+      return (await withFallback(models, (model) => providerCalls.chat(client, { ...forwarded, model, stream: false }, abort.signal), logFallback(ctx))).result;
+    });
+    mark(ctx.res, 'provider');
+    sendTiming(ctx.res);
+    finish(ctx, hold, { usedTokens: usedTokensOf(result.usage) });
+    return { json: result };
   }
 
   // Usage arrives in a last chunk when asked for; the client sees that chunk only if it asked too.
   const clientWantsUsage = forwarded.stream_options?.include_usage === true;
-  const upstreamBody = { ...forwarded, stream: true as const, stream_options: { ...(forwarded.stream_options ?? {}), include_usage: true } };
-  let stream: AsyncIterable<RawStreamEvent[]>;
-  try {
-    stream = (await withFallback(models, (model) => providerCalls.chatStream(client, { ...upstreamBody, model }, abort.signal), logFallback(ctx))).result;
-    mark(ctx.res, 'provider');
-    refine?.();
-  } catch (err) {
-    finish(ctx, hold, { released: true });
-    throw err;
-  }
+  const { hold, refine, result: stream } = await callAdmitted(ctx, plan, abort, async () => {
+    await withInstructions();
+    const upstreamBody = { ...forwarded, stream: true as const, stream_options: { ...(forwarded.stream_options ?? {}), include_usage: true } };
+    return (await withFallback(models, (model) => providerCalls.chatStream(client, { ...upstreamBody, model }, abort.signal), logFallback(ctx))).result;
+  });
+  mark(ctx.res, 'provider');
+  refine?.();
   sendTiming(ctx.res);
   const sse = new SseWriter(ctx.res, ctx.deps.config.messaging.sseKeepAliveMs);
   sse.start();
@@ -274,28 +310,28 @@ export async function responses(ctx: GenerationContext, body: ResponsesBody): Pr
   const abort = clientGone(ctx.res);
   const query = lastUserText(forwarded.input);
   const inputText = JSON.stringify(forwarded.input ?? '') + (forwarded.instructions ?? '') + (character?.prompt ?? '');
-  const { hold, refine } = await admit(ctx, 'responses', inputText, forwarded.max_output_tokens, character);
-  mark(ctx.res, 'admitted');
+  const plan = planAdmission(ctx, 'responses', inputText, forwarded.max_output_tokens, character);
   const models = { model: forwarded.model as string, fallback };
 
   if (!forwarded.stream) {
-    try {
+    const { hold, result: answered } = await callAdmitted(ctx, plan, abort, async () => {
       const knowledge = character?.knowledge ? await retrieveKnowledge(ctx.deps, character, query) : null;
       const request = knowledgeRequest(forwarded, character, knowledge);
       const { result } = await withFallback(models, (model) => providerCalls.response(client, { ...request, model, stream: false }, abort.signal), logFallback(ctx));
-      mark(ctx.res, 'provider');
-      sendTiming(ctx.res);
-      finish(ctx, hold, { usedTokens: usedTokensOf(result.usage) });
-      if (!knowledge) return { json: result };
-      const items = visibilityItems();
-      return { json: { ...result, output: [items.searching, items.fileSearch(query, 'completed', knowledge.sources), items.found(knowledge.sources.length), ...(result.output ?? [])] } };
-    } catch (err) {
-      finish(ctx, hold, { released: true });
-      throw err;
-    }
+      return { knowledge, result };
+    });
+    const { knowledge, result } = answered;
+    mark(ctx.res, 'provider');
+    sendTiming(ctx.res);
+    finish(ctx, hold, { usedTokens: usedTokensOf(result.usage) });
+    if (!knowledge) return { json: result };
+    const items = visibilityItems();
+    return { json: { ...result, output: [items.searching, items.fileSearch(query, 'completed', knowledge.sources), items.found(knowledge.sources.length), ...(result.output ?? [])] } };
   }
 
-  if (!character?.knowledge) return passThroughResponses(ctx, client, forwarded, models, hold, refine, abort);
+  if (!character?.knowledge) return passThroughResponses(ctx, client, forwarded, models, plan, abort);
+  const { hold, refine } = await plan.run();
+  mark(ctx.res, 'admitted');
   return knowledgeResponsesStream(ctx, client, forwarded, character, query, models, hold, refine, abort);
 }
 
@@ -305,16 +341,12 @@ async function openResponsesStream(ctx: GenerationContext, client: ReturnType<ty
 }
 
 /** Without knowledge context the provider's events go out as they came. */
-async function passThroughResponses(ctx: GenerationContext, client: ReturnType<typeof upstreamClient>, forwarded: ResponsesBody, models: { model: string; fallback: string | null }, hold: QuotaHold, refine: Admission['refine'], abort: AbortController): Promise<GenerationOutcome> {
-  let stream: AsyncIterable<RawStreamEvent[]>;
-  try {
-    stream = (await withFallback(models, (model) => providerCalls.responseStream(client, { ...forwarded, model, stream: true }, abort.signal), logFallback(ctx))).result;
-    mark(ctx.res, 'provider');
-    refine?.();
-  } catch (err) {
-    finish(ctx, hold, { released: true });
-    throw err;
-  }
+async function passThroughResponses(ctx: GenerationContext, client: ReturnType<typeof upstreamClient>, forwarded: ResponsesBody, models: { model: string; fallback: string | null }, plan: PlannedAdmission, abort: AbortController): Promise<GenerationOutcome> {
+  const { hold, refine, result: stream } = await callAdmitted(ctx, plan, abort, async () =>
+    (await withFallback(models, (model) => providerCalls.responseStream(client, { ...forwarded, model, stream: true }, abort.signal), logFallback(ctx))).result,
+  );
+  mark(ctx.res, 'provider');
+  refine?.();
   sendTiming(ctx.res);
   const sse = new SseWriter(ctx.res, ctx.deps.config.messaging.sseKeepAliveMs);
   sse.start();

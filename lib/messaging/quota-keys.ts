@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import type { Db } from '../platform/db.js';
+import { Prisma, type Db } from '../platform/db.js';
 import { hashKey } from '../platform/api-keys.js';
 import { AppError, badRequest, notFound } from '../platform/errors.js';
 
@@ -73,7 +73,7 @@ function present(row: QuotaKeyRow, partner: string | null, reserved: bigint) {
   };
 }
 
-async function liveHolds(db: Db, keyIds: string[]): Promise<Map<string, bigint>> {
+async function liveHolds(db: Prisma.TransactionClient, keyIds: string[]): Promise<Map<string, bigint>> {
   if (keyIds.length === 0) return new Map();
   const rows = await db.quotaReservation.groupBy({
     by: ['quotaKeyId'],
@@ -97,16 +97,30 @@ export async function createQuotaKey(db: Db, req: CreateQuotaKeyRequest) {
   return { ...present(row, req.partner ?? null, 0n), api_key: key };
 }
 
+/**
+ * Keys and their live holds read in one snapshot: a settlement moves a hold's tokens to the key's
+ * consumption in one commit, and two separate reads could see neither side of it.
+ */
+function keysWithHolds(db: Db, where: Prisma.QuotaKeyWhereInput) {
+  return db.$transaction(
+    async (tx) => {
+      const rows = await tx.quotaKey.findMany({ where, orderBy: { createdAt: 'asc' } });
+      return { rows, holds: await liveHolds(tx, rows.map((r) => r.id)) };
+    },
+    { isolationLevel: Prisma.TransactionIsolationLevel.RepeatableRead },
+  );
+}
+
 export async function listQuotaKeys(db: Db) {
-  const rows = await db.quotaKey.findMany({ orderBy: { createdAt: 'asc' } });
-  const [names, holds] = await Promise.all([partnerNames(db, rows.map((r) => r.partnerId)), liveHolds(db, rows.map((r) => r.id))]);
+  const { rows, holds } = await keysWithHolds(db, {});
+  const names = await partnerNames(db, rows.map((r) => r.partnerId));
   return rows.map((r) => present(r, r.partnerId ? names.get(r.partnerId) ?? null : null, holds.get(r.id) ?? 0n));
 }
 
 async function getQuotaKey(db: Db, id: string) {
-  const row = await db.quotaKey.findUnique({ where: { id } });
+  const { rows: [row], holds } = await keysWithHolds(db, { id });
   if (!row) throw notFound(`quota key ${id} not found`);
-  const [names, holds] = await Promise.all([partnerNames(db, [row.partnerId]), liveHolds(db, [row.id])]);
+  const names = await partnerNames(db, [row.partnerId]);
   return present(row, row.partnerId ? names.get(row.partnerId) ?? null : null, holds.get(row.id) ?? 0n);
 }
 

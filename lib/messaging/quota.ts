@@ -87,6 +87,41 @@ function batchers(db: Db) {
   return b;
 }
 
+/**
+ * What this process last heard of each key's free room (amount − consumed − held, after the hold
+ * of that answer), and the tokens of its own holds asked for since. Only a forecast: other requests
+ * and replicas hold and settle meanwhile, and the database still decides every hold.
+ */
+interface KeyRoom {
+  remaining: number;
+  at: number;
+  asking: number;
+}
+const roomsOf = new WeakMap<Db, Map<string, KeyRoom>>();
+const MAX_KNOWN_ROOMS = 100_000;
+
+function roomOf(db: Db, quotaKeyId: string): KeyRoom {
+  let rooms = roomsOf.get(db);
+  if (!rooms) roomsOf.set(db, (rooms = new Map()));
+  let room = rooms.get(quotaKeyId);
+  if (!room) {
+    if (rooms.size >= MAX_KNOWN_ROOMS) for (const [k, r] of rooms) if (r.asking === 0) rooms.delete(k);
+    rooms.set(quotaKeyId, (room = { remaining: 0, at: -Infinity, asking: 0 }));
+  }
+  return room;
+}
+
+/**
+ * Whether a hold of `tokens` on the key is all but certain to be admitted: this process heard less
+ * than `maxAgeMs` ago that the key had room for it beyond every hold this process has asked for
+ * since. The messaging gateway then calls the provider while the hold is being made
+ * (lib/messaging/generation.ts) instead of after it.
+ */
+export function roomForeseen(db: Db, quotaKeyId: string, tokens: number, maxAgeMs: number): boolean {
+  const room = roomsOf.get(db)?.get(quotaKeyId);
+  return !!room && performance.now() - room.at <= maxAgeMs && room.remaining - room.asking >= tokens;
+}
+
 export async function reserveQuota(
   db: Db,
   req: { quotaKeyId: string; operationKey: string; endpoint: string; tokens: number; holdMs: number },
@@ -94,7 +129,16 @@ export async function reserveQuota(
   const tokens = Math.max(1, Math.ceil(req.tokens));
   // One round trip (shared with the holds that arrive meanwhile): the function locks the key's
   // row, sums its live holds and inserts this one.
-  const r = await batchers(db).reserve.submit('reserve', { quota_key_id: req.quotaKeyId, operation_key: req.operationKey, endpoint: req.endpoint, tokens, hold_ms: Math.round(req.holdMs) });
+  const room = roomOf(db, req.quotaKeyId);
+  room.asking += tokens;
+  let r: ReserveRow;
+  try {
+    r = await batchers(db).reserve.submit('reserve', { quota_key_id: req.quotaKeyId, operation_key: req.operationKey, endpoint: req.endpoint, tokens, hold_ms: Math.round(req.holdMs) });
+  } finally {
+    room.asking -= tokens;
+  }
+  if (r.remaining !== null) Object.assign(room, { remaining: Number(r.remaining), at: performance.now() });
+  else room.at = -Infinity;
   if (r.outcome === 'revoked') throw new AppError('invalid_api_key', 'invalid quota API key');
   if (r.outcome === 'exhausted') {
     const remaining = BigInt(r.remaining!);

@@ -19,6 +19,8 @@ export interface Config {
   openaiApiKey: string | null;
   storageDir: string;
   maxUploadBytes: number;
+  /** How long an API process reuses a partner key's lookup (0: never); creations check the partner's row anyway. */
+  partnerKeyCacheSeconds: number;
   logLevel: 'debug' | 'info' | 'warn' | 'error';
   /** A prebuilt workflow bundle (bundleWorkflowCode output); null bundles workflows/ at start. */
   workflowBundlePath: string | null;
@@ -299,6 +301,11 @@ export interface MessagingSettings {
   upstreamMaxSockets: number;
   /** Answer /v3 requests with a Server-Timing header: where the time before the provider's first byte went. */
   serverTiming: boolean;
+  /**
+   * The provider call starts while the quota hold is being made when this process heard less than
+   * this long ago that the key has room for it (0: always after the hold). A refused hold aborts the call.
+   */
+  callDuringAdmissionSeconds: number;
 }
 
 export interface EmbeddingSettings {
@@ -351,6 +358,7 @@ const configDefaults = {
   PORT: '3000',
   STORAGE_DIR: '.data/storage',
   MAX_UPLOAD_BYTES: String(100 * 1024 * 1024),
+  PARTNER_KEY_CACHE_SECONDS: '5',
   LOG_LEVEL: 'info',
   WORKER_MAX_ACTIVITIES: '32',
   BUDGET_SWEEP_INTERVAL_SECONDS: '60',
@@ -366,6 +374,7 @@ const configDefaults = {
   MESSAGING_KEY_CACHE_SECONDS: '5',
   MESSAGING_UPSTREAM_MAX_SOCKETS: '256',
   MESSAGING_SERVER_TIMING: 'false',
+  MESSAGING_CALL_DURING_ADMISSION_SECONDS: '10',
   VIDEO_PLATFORM_BASE_URL: 'https://www.youtube.com',
   REWRITE_MODEL_STANDARD: 'gpt-4.1',
   REWRITE_MODEL_ECONOMY: 'gpt-4.1-mini',
@@ -652,6 +661,7 @@ export function loadConfig(env: Env = process.env): Config {
     openaiApiKey: env.OPENAI_API_KEY || null,
     storageDir: path.resolve(read(env, 'STORAGE_DIR')),
     maxUploadBytes: integerSetting('MAX_UPLOAD_BYTES', read(env, 'MAX_UPLOAD_BYTES'), 1, 10 * 1024 ** 3),
+    partnerKeyCacheSeconds: integerSetting('PARTNER_KEY_CACHE_SECONDS', read(env, 'PARTNER_KEY_CACHE_SECONDS'), 0, 3600),
     logLevel: logLevel as Config['logLevel'],
     workflowBundlePath: env.WORKFLOW_BUNDLE_PATH ? path.resolve(env.WORKFLOW_BUNDLE_PATH) : null,
     workerMaxActivities: integerSetting('WORKER_MAX_ACTIVITIES', read(env, 'WORKER_MAX_ACTIVITIES'), 1, 1000),
@@ -680,6 +690,7 @@ export function loadConfig(env: Env = process.env): Config {
       keyCacheSeconds: integerSetting('MESSAGING_KEY_CACHE_SECONDS', read(env, 'MESSAGING_KEY_CACHE_SECONDS'), 0, 3600),
       upstreamMaxSockets: integerSetting('MESSAGING_UPSTREAM_MAX_SOCKETS', read(env, 'MESSAGING_UPSTREAM_MAX_SOCKETS'), 1, 100_000),
       serverTiming: booleanSetting('MESSAGING_SERVER_TIMING', read(env, 'MESSAGING_SERVER_TIMING')),
+      callDuringAdmissionSeconds: integerSetting('MESSAGING_CALL_DURING_ADMISSION_SECONDS', read(env, 'MESSAGING_CALL_DURING_ADMISSION_SECONDS'), 0, 3600),
     },
     rewrite: rewriteSettings(env),
     scraper: scraperSettings(env),

@@ -58,8 +58,18 @@ const COUNT_BATCH = `
   FROM win JOIN cur ON cur.key = win.key AND cur.window_start = win.start
   LEFT JOIN rate_limit_windows p ON p.key = win.key AND p.window_start = win.start - make_interval(secs => win.secs)`;
 
-const countersOf = new WeakMap<Db, GroupCommit<'count', ConsumeItem, RateDecision>>();
-function counters(db: Db): GroupCommit<'count', ConsumeItem, RateDecision> {
+/** What Postgres said of a key's windows after a batch: the current count includes the whole batch. */
+export interface WindowState {
+  previous: number;
+  current: number;
+  /** Fraction of the current window that had passed, by the database's clock. */
+  elapsed: number;
+}
+
+type Counted = { decision: RateDecision; window: WindowState };
+
+const countersOf = new WeakMap<Db, GroupCommit<'count', ConsumeItem, Counted>>();
+function counters(db: Db): GroupCommit<'count', ConsumeItem, Counted> {
   let batcher = countersOf.get(db);
   if (!batcher) {
     batcher = new GroupCommit(async (_key, items) => {
@@ -77,7 +87,10 @@ function counters(db: Db): GroupCommit<'count', ConsumeItem, RateDecision> {
         const w = windows.get(id)!;
         const position = (seen.get(id) ?? 0) + 1;
         seen.set(id, position);
-        return decide(limit, windowSeconds, w.previous, w.current - after.get(id)! + position, w.elapsed);
+        return {
+          decision: decide(limit, windowSeconds, w.previous, w.current - after.get(id)! + position, w.elapsed),
+          window: { previous: w.previous, current: w.current, elapsed: w.elapsed },
+        };
       });
     }, { retryAlone: true });
     countersOf.set(db, batcher);
@@ -85,8 +98,9 @@ function counters(db: Db): GroupCommit<'count', ConsumeItem, RateDecision> {
   return batcher;
 }
 
-export function consumeRateLimit(db: Db, { key, limit, windowSeconds }: RateLimit): Promise<RateDecision> {
-  return counters(db).submit('count', { key, limit, windowSeconds });
+/** Counts one request of `key` and decides it against the counts it would have seen alone. */
+export async function consumeRateLimit(db: Db, { key, limit, windowSeconds }: RateLimit): Promise<RateDecision> {
+  return (await counters(db).submit('count', { key, limit, windowSeconds })).decision;
 }
 
 function decide(limit: number, windowSeconds: number, previous: number, current: number, elapsed: number): RateDecision {
@@ -108,24 +122,68 @@ function secondsUntilNextAllowed(limit: number, windowSeconds: number, previous:
 }
 
 /**
+ * What this process knows of one key's count: Postgres' last answer for it (which includes every
+ * request of the key counted before it, from any replica) and this process's requests counted
+ * since, whose answers have not come back yet.
+ */
+interface KeyCount {
+  windowMs: number;
+  /** The answer; null before the first one comes back. */
+  answer: (WindowState & { at: number }) | null;
+  /** Requests of this process submitted for counting and not answered yet. */
+  pending: number;
+  /** Of those, the ones already let through without waiting. */
+  unconfirmed: number;
+}
+
+/** The sliding-window count of a key at `now` from an earlier answer, as the windows move on (no request of others assumed). */
+export function projectedCount(answer: WindowState & { at: number }, windowMs: number, now: number): number {
+  const elapsed = answer.elapsed + (now - answer.at) / windowMs;
+  if (elapsed < 1) return answer.previous * (1 - elapsed) + answer.current;
+  // The answer's current window has become the previous one; two windows on, nothing of it counts.
+  if (elapsed < 2) return answer.current * (2 - elapsed);
+  return 0;
+}
+
+/**
  * A limiter for every request of an interface, per key, shared by all API replicas through
- * `consumeRateLimit` (Postgres is the one counter), with one process-local addition: a key that
- * Postgres has just refused is refused again by this process, without a round trip, until its
- * `Retry-After` has passed (what rate-limiter-flexible calls blocking in memory on consumption).
- * A flood from one key therefore costs one statement per replica per retry period instead of one
- * per request, and cannot take the database (or its connection pool) from other tenants. Requests
- * refused locally are not counted: a client hammering through its block gets in again exactly
- * when Postgres' window admits one more request, and never more than `limit` a window.
+ * `consumeRateLimit` (Postgres is the one counter), with two process-local additions.
+ *
+ * Requests well within their limit do not wait for the count. A request is let through at once
+ * when the key's count as this process knows it (Postgres' last answer, decayed as its windows
+ * move on, plus this process's requests counted since) leaves room for it, and fewer than
+ * `unconfirmedShare` of the limit of this key's requests are still waiting for their count's
+ * answer; it is counted all the same, in the background. Otherwise (near the limit, a key this
+ * process has never counted while others are unconfirmed) the request waits for Postgres' decision,
+ * exactly as before. Within one process this is exact: nothing it lets through would have been
+ * refused. Across replicas a key can pass its limit only by what other replicas let through for it
+ * since this process's last answer, and by at most `unconfirmedShare` of the limit per replica
+ * (an answer that refuses an unconfirmed request blocks the key at once, as below). Decided: a
+ * rate limit is a guard against overload, not an account, and this takes its round trip off every
+ * request that is nowhere near its limit (README, "Abuse resistance").
+ *
+ * A key that Postgres has just refused is refused again by this process, without a round trip,
+ * until its `Retry-After` has passed (what rate-limiter-flexible calls blocking in memory on
+ * consumption). A flood from one key therefore costs one statement per replica per retry period
+ * instead of one per request, and cannot take the database (or its connection pool) from other
+ * tenants. Requests refused locally are not counted: a client hammering through its block gets in
+ * again exactly when Postgres' window admits one more request, and never more than `limit` a window.
  * If Postgres cannot be asked, the request is let through (fail open): it will meet the database
  * soon anyway, and a limiter must not turn an outage of its counter into an outage of the service.
  */
 export class RequestRateLimiter {
   private readonly blocked = new Map<string, number>();
+  private readonly counts = new Map<string, KeyCount>();
+  private readonly maxKeys: number;
+  private readonly unconfirmedShare: number;
 
   constructor(
     private readonly db: Db,
-    private readonly options: { maxBlockedKeys?: number; onError?: (err: unknown) => void } = {},
-  ) {}
+    private readonly options: { maxBlockedKeys?: number; onError?: (err: unknown) => void; unconfirmedShare?: number } = {},
+  ) {
+    this.maxKeys = options.maxBlockedKeys ?? 100_000;
+    this.unconfirmedShare = options.unconfirmedShare ?? 0.1;
+  }
 
   /** Whether this process refuses any key locally right now (a Map size check: free while nobody floods). */
   anyBlocked(): boolean {
@@ -146,13 +204,12 @@ export class RequestRateLimiter {
 
   /** Refuses `aliases` (e.g. the hash of the key as presented) locally as long as `key`. */
   private block(keys: string[], retryAfterSeconds: number): void {
-    const max = this.options.maxBlockedKeys ?? 100_000;
-    if (this.blocked.size >= max) {
+    if (this.blocked.size >= this.maxKeys) {
       const now = Date.now();
       for (const [k, until] of this.blocked) if (until <= now) this.blocked.delete(k);
       // Still full: forget the oldest blocks (they are re-learnt from Postgres at the next request).
       for (const k of this.blocked.keys()) {
-        if (this.blocked.size < max) break;
+        if (this.blocked.size < this.maxKeys) break;
         this.blocked.delete(k);
       }
     }
@@ -160,17 +217,58 @@ export class RequestRateLimiter {
     for (const k of keys) this.blocked.set(k, until);
   }
 
+  private countOf(key: string, windowMs: number): KeyCount {
+    let count = this.counts.get(key);
+    if (!count || count.windowMs !== windowMs) {
+      if (this.counts.size >= this.maxKeys) this.forgetIdleCounts();
+      count = { windowMs, answer: null, pending: 0, unconfirmed: 0 };
+      this.counts.set(key, count);
+    }
+    return count;
+  }
+
+  /** Keys with nothing pending whose last answer no longer counts (two windows old) are known to be at zero anyway. */
+  private forgetIdleCounts(): void {
+    const now = Date.now();
+    for (const [k, c] of this.counts) {
+      if (c.pending === 0 && (!c.answer || now - c.answer.at >= 2 * c.windowMs)) this.counts.delete(k);
+    }
+    // Still full: the oldest go (a forgotten key's next request waits for its count once).
+    for (const [k, c] of this.counts) {
+      if (this.counts.size < this.maxKeys) break;
+      if (c.pending === 0) this.counts.delete(k);
+    }
+  }
+
   async consume(key: string, limit: number, options: { windowSeconds?: number; aliases?: string[] } = {}): Promise<RateDecision> {
     const local = this.blockedFor(key);
     if (local > 0) return { allowed: false, retryAfterSeconds: local };
-    let decision: RateDecision;
-    try {
-      decision = await consumeRateLimit(this.db, { key, limit, windowSeconds: options.windowSeconds ?? 60 });
-    } catch (err) {
-      this.options.onError?.(err);
-      return { allowed: true };
-    }
-    if (!decision.allowed) this.block([key, ...(options.aliases ?? [])], decision.retryAfterSeconds);
-    return decision;
+    const windowSeconds = options.windowSeconds ?? 60;
+    const count = this.countOf(key, windowSeconds * 1000);
+    const known = count.answer ? projectedCount(count.answer, count.windowMs, Date.now()) : 0;
+    const unconfirmedCap = Math.max(1, Math.floor(limit * this.unconfirmedShare));
+    const atOnce = known + count.pending + 1 <= limit && count.unconfirmed < unconfirmedCap;
+
+    count.pending++;
+    if (atOnce) count.unconfirmed++;
+    const counted = counters(this.db)
+      .submit('count', { key, limit, windowSeconds })
+      .then(
+        ({ decision, window }) => {
+          count.answer = { ...window, at: Date.now() };
+          if (!decision.allowed) this.block([key, ...(options.aliases ?? [])], decision.retryAfterSeconds);
+          return decision;
+        },
+        (err: unknown): RateDecision => {
+          this.options.onError?.(err);
+          return { allowed: true };
+        },
+      )
+      .finally(() => {
+        count.pending--;
+        if (atOnce) count.unconfirmed--;
+      });
+    if (atOnce) return { allowed: true };
+    return counted;
   }
 }

@@ -481,4 +481,86 @@ describe('messaging v3: chat completions and responses through the openai client
       assert.equal(mine.tokens_remaining, 0);
     });
   });
+
+  describe('the provider call during admission (MESSAGING_CALL_DURING_ADMISSION_SECONDS)', () => {
+    /** Holds a quota key's row locked, so that its admission waits until `release`. */
+    async function lockKey(id: string) {
+      const locker = new pg.Client({ connectionString: testStack().databaseUrl });
+      await locker.connect();
+      await locker.query('BEGIN');
+      await locker.query('SELECT 1 FROM quota_keys WHERE id = $1 FOR UPDATE', [id]);
+      return async () => {
+        await locker.query('COMMIT');
+        await locker.end();
+      };
+    }
+    const chat = (k: string, content: string, stream = false) =>
+      http('POST', '/v3/chat/completions', { json: { model: 'm', messages: [{ role: 'user', content }], max_tokens: 20, stream }, headers: { Authorization: `Bearer ${k}` } });
+    const callWith = (content: string) => (call: UpstreamCall) => call.body?.messages?.some((m: { content?: unknown }) => m.content === content);
+
+    it('calls the provider while the hold of a key with known room is made; nothing reaches the client before the hold', async () => {
+      const k = await newQuotaKey(http, { quota_type: 'chat', token_amount: 100_000 });
+      assert.equal((await chat(k.key, 'learn the room')).status, 200);
+      const release = await lockKey(k.id);
+      let answered = false;
+      const pending = chat(k.key, 'early call', true).finally(() => (answered = true));
+      try {
+        await upstream.waitForCalls(callWith('early call'), 1, 10_000);
+        await new Promise((r) => setTimeout(r, 200));
+        assert.equal(answered, false, 'no answer while the hold waits');
+      } finally {
+        await release();
+      }
+      const res = await pending;
+      assert.equal(res.status, 200);
+      assert.match(String(res.body), /data: \[DONE\]/, 'the whole stream');
+      const mine = await eventually('the settlement', async () => {
+        const list = await http('GET', '/api/quota-keys', { key: testStack().adminApiKey });
+        const found = list.body.find((x: { id: string }) => x.id === k.id);
+        return found?.tokens_reserved === 0 && found;
+      });
+      assert.ok(mine.tokens_consumed > 0, 'both requests settled');
+    });
+
+    it('a key this process knows nothing of is admitted first: no provider call while its hold waits', async () => {
+      const k = await newQuotaKey(http, { quota_type: 'chat', token_amount: 100_000 });
+      const release = await lockKey(k.id);
+      const pending = chat(k.key, 'admitted first');
+      try {
+        await new Promise((r) => setTimeout(r, 300));
+        assert.equal(upstream.calls.filter(callWith('admitted first')).length, 0, 'the provider waits for the admission');
+      } finally {
+        await release();
+      }
+      assert.equal((await pending).status, 200);
+      assert.equal(upstream.calls.filter(callWith('admitted first')).length, 1);
+    });
+
+    it('a forecast gone wrong: the hold is refused, the provider call is aborted, the client gets 429 and nothing is held or charged', async () => {
+      const k = await newQuotaKey(http, { quota_type: 'chat', token_amount: 100_000 });
+      assert.equal((await chat(k.key, 'learn the room')).status, 200);
+      const consumed = await eventually('the settlement', async () => {
+        const list = await http('GET', '/api/quota-keys', { key: testStack().adminApiKey });
+        const found = list.body.find((x: { id: string }) => x.id === k.id);
+        return found?.tokens_reserved === 0 && found.tokens_consumed;
+      });
+      // Another replica used the key up meanwhile (as far as this process knows, it still has room).
+      const db = new pg.Client({ connectionString: testStack().databaseUrl });
+      await db.connect();
+      await db.query('UPDATE quota_keys SET "tokensConsumed" = "tokenAmount" WHERE id = $1', [k.id]);
+      await db.end();
+      upstream.respond((call) => (callWith('too late')(call) ? { json: chatCompletion(call, 'never seen'), delayMs: 3000 } : defaultResponder(call)));
+      const res = await chat(k.key, 'too late');
+      assert.equal(res.status, 429, JSON.stringify(res.body));
+      assert.equal(res.body.detail.code, 'quota_exceeded');
+      assert.ok(!JSON.stringify(res.body).includes('never seen'));
+      const [call] = upstream.calls.filter(callWith('too late'));
+      assert.ok(call, 'the provider was called during the admission');
+      await eventually('the aborted provider call', async () => call.abortedAt !== undefined);
+      const list = await http('GET', '/api/quota-keys', { key: testStack().adminApiKey });
+      const after = list.body.find((x: { id: string }) => x.id === k.id);
+      assert.equal(after.tokens_reserved, 0);
+      assert.equal(after.tokens_consumed, 100_000, `unchanged by the refused request (was ${consumed} before the key was used up)`);
+    });
+  });
 });
