@@ -151,9 +151,10 @@ export function projectedCount(answer: WindowState & { at: number }, windowMs: n
  *
  * Requests well within their limit do not wait for the count. A request is let through at once
  * when the key's count as this process knows it (Postgres' last answer, decayed as its windows
- * move on, plus this process's requests counted since) leaves room for it, and fewer than
- * `unconfirmedShare` of the limit of this key's requests are still waiting for their count's
- * answer; it is counted all the same, in the background. Otherwise (near the limit, a key this
+ * move on, plus this process's requests counted since) leaves room for it and for as many more as
+ * another replica may have let through unconfirmed, and fewer than `unconfirmedShare` of the limit
+ * (at least one) of this key's requests are still waiting for their count's answer; it is counted
+ * all the same, in the background. Otherwise (near the limit, a key this
  * process has never counted while others are unconfirmed) the request waits for Postgres' decision,
  * exactly as before. Within one process this is exact: nothing it lets through would have been
  * refused. Across replicas a key can pass its limit only by what other replicas let through for it
@@ -247,7 +248,8 @@ export class RequestRateLimiter {
     const count = this.countOf(key, windowSeconds * 1000);
     const known = count.answer ? projectedCount(count.answer, count.windowMs, Date.now()) : 0;
     const unconfirmedCap = Math.max(1, Math.floor(limit * this.unconfirmedShare));
-    const atOnce = known + count.pending + 1 <= limit && count.unconfirmed < unconfirmedCap;
+    // Room is kept for what other replicas may have let through unconfirmed meanwhile (as much as this one may).
+    const atOnce = known + count.pending + 1 + unconfirmedCap <= limit && count.unconfirmed < unconfirmedCap;
 
     count.pending++;
     if (atOnce) count.unconfirmed++;
