@@ -2,7 +2,8 @@ import crypto from 'node:crypto';
 import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { AppError } from '../lib/platform/errors.js';
-import { adminPrincipal, hashKey, secretsEqual, type Principal } from '../lib/platform/api-keys.js';
+import { adminPrincipal, secretsEqual, type Principal } from '../lib/platform/api-keys.js';
+import { authenticatePartnerKey } from '../lib/partners/partners.js';
 import { buildRouter, type RouteEnvironment } from './http/route.js';
 import { errorHandler, type ErrorStyle } from './http/errors.js';
 import { buildOpenApi, type ApiInterface } from './http/openapi.js';
@@ -38,10 +39,9 @@ function apiInterfaces(deps: ApiDeps): Array<ApiInterface & { errorStyle: ErrorS
 function authenticator(deps: ApiDeps) {
   return async (key: string): Promise<Principal | null> => {
     if (secretsEqual(key, deps.config.adminApiKey)) return adminPrincipal;
-    // The lookup is by hash of a 256-bit random key: timing reveals nothing about the key itself.
-    const partner = await deps.db.partner.findUnique({ where: { keyHash: hashKey(key) } });
-    // A partner being deleted has no key any more: nothing can be added while its data goes.
-    return partner && !partner.deletionRequestedAt ? { isAdmin: false, partnerId: partner.id, partnerName: partner.name } : null;
+    // By hash of a 256-bit random key (timing reveals nothing about the key), reused for up to
+    // PARTNER_KEY_CACHE_SECONDS; a partner being deleted has no key any more.
+    return authenticatePartnerKey(deps.db, key, deps.config.partnerKeyCacheSeconds);
   };
 }
 
@@ -115,7 +115,10 @@ export function createApp(deps: ApiDeps): express.Express {
   app.use('/v2/audio', localBlockGate(limiter, deps.config.limits, [{ prefix: /^\/v2\/audio\//, apiName: 'speech', style: 'speech' }]));
   // Quota keys of the generation and speech endpoints are checked before any body is read.
   app.use(quotaKeyGate(deps));
-  for (const api of interfaces) {
+  // The messaging routes are matched first: no other interface shares their paths, and the /v3
+  // hot path then skips the knowledge-base interface's hundred-odd route patterns.
+  const mountOrder = [...interfaces.filter((api) => api.name === 'messaging'), ...interfaces.filter((api) => api.name !== 'messaging')];
+  for (const api of mountOrder) {
     const router = buildRouter(api.routes, { ...env, rateLimit: interfaceRateLimit(limiter, deps.config.limits, api.name, { slots: keySlots, pacer: keyPacer }) });
     router.use(errorHandler(api.errorStyle));
     app.use(router);

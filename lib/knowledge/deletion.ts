@@ -4,6 +4,7 @@ import type { Db, Prisma } from '../platform/db.js';
 import { conflict, notFound } from '../platform/errors.js';
 import { isWorkflowRunning } from '../platform/temporal.js';
 import { findDocument, findKnowledgeBase } from './lookup.js';
+import { forgetPartnerKeys } from '../partners/partners.js';
 import { documentWorkflowId } from '../contracts/document-pipeline.js';
 import { deletionWorkflowIdOf, deletionWorkflowType, type DeletionInput, type DeletionTarget } from '../contracts/deletion.js';
 
@@ -121,5 +122,7 @@ export async function deletePartner(deps: DeletionDeps, name: string) {
     deps.db.channelSource.updateMany({ where: { ...owned, deletionRequestedAt: null }, data: { enabled: false, deletionRequestedAt: now } }),
     deps.db.document.updateMany({ where: { ...owned, deletionRequestedAt: null }, data: { deletionRequestedAt: now } }),
   ]);
+  // Its key stops working here at once (other replicas: within PARTNER_KEY_CACHE_SECONDS).
+  forgetPartnerKeys(partner.id);
   return { name, ...(await runDeletion(deps, { kind: 'partner', partnerId: partner.id }, () => pendingInContainer(deps.db, owned))) };
 }

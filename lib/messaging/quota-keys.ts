@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import { Prisma, type Db } from '../platform/db.js';
 import { hashKey } from '../platform/api-keys.js';
+import { RecentLookups } from '../platform/recent-lookups.js';
 import { AppError, badRequest, notFound } from '../platform/errors.js';
 
 /**
@@ -129,29 +130,21 @@ export async function revokeQuotaKey(db: Db, id: string) {
   const found = await db.quotaKey.findUnique({ where: { id } });
   if (!found) throw notFound(`quota key ${id} not found`);
   if (!found.revokedAt) await db.quotaKey.update({ where: { id }, data: { revokedAt: new Date() } });
-  for (const [hash, entry] of principals) if (entry.principal.id === id) principals.delete(hash);
+  principals.forget((principal) => principal.id === id);
   return getQuotaKey(db, id);
 }
 
 /**
- * Keys a process has seen lately, by hash, so that a request's first byte does not wait for a
- * lookup. An entry is served for at most `MESSAGING_KEY_CACHE_SECONDS` after the lookup that found
- * the key active; a key in use is looked up again in the background once half of that has passed
- * (the request that notices does not wait), so a busy key never waits for a lookup and a revoked
- * one is refused within that bound on every API replica. A revocation is honoured at once where it
- * counts anyway: every admission re-reads the key's row under its lock (quota_reserve) and refuses a
- * revoked key, and the replica that revokes drops its entry at once. What the bound leaves open is
- * a read that admits nothing (polling a legacy completion, listing speech voices) with a key
+ * Keys a process has seen lately (lib/platform/recent-lookups.ts): an entry is served for at most
+ * `MESSAGING_KEY_CACHE_SECONDS` after the lookup that found the key active, and a key in use is
+ * looked up again in the background before that, so a busy key never waits for a lookup and a
+ * revoked one is refused within that bound on every API replica. A revocation is honoured at once
+ * where it counts anyway: every admission re-reads the key's row under its lock (quota_reserve) and
+ * refuses a revoked key, and the replica that revokes drops its entry at once. What the bound leaves
+ * open is a read that admits nothing (polling a legacy completion, listing speech voices) with a key
  * revoked on another replica, for at most that long.
  */
-interface CachedKey {
-  principal: QuotaKeyPrincipal;
-  /** Served until then (ms since the epoch). */
-  until: number;
-  refreshing: boolean;
-}
-const principals = new Map<string, CachedKey>();
-const MAX_CACHED_KEYS = 10_000;
+const principals = new RecentLookups<QuotaKeyPrincipal>();
 
 /** One round trip: the key's row and its partner's name, or null when the key is unknown or revoked. */
 async function lookUpKey(db: Db, hash: string): Promise<QuotaKeyPrincipal | null> {
@@ -165,38 +158,12 @@ async function lookUpKey(db: Db, hash: string): Promise<QuotaKeyPrincipal | null
   return { id: row.id, name: row.name, quotaType: row.quotaType as QuotaType, partnerId: row.partnerId, partnerName: row.partnerName };
 }
 
-function remember(hash: string, principal: QuotaKeyPrincipal, cacheSeconds: number) {
-  if (!principals.has(hash) && principals.size >= MAX_CACHED_KEYS) principals.delete(principals.keys().next().value!);
-  principals.set(hash, { principal, until: Date.now() + cacheSeconds * 1000, refreshing: false });
-}
-
 /** The key's owner, or a 401 `invalid_api_key` (unknown or revoked key: the caller learns nothing more). */
 export async function authenticateQuotaKey(db: Db, key: string | null, cacheSeconds = 0): Promise<QuotaKeyPrincipal> {
   if (!key) throw new AppError('invalid_api_key', 'missing quota API key (send Authorization: Bearer <key> or X-API-Key)');
   const hash = hashKey(key);
-  const cached = principals.get(hash);
-  const now = Date.now();
-  if (cached && cached.until > now) {
-    if (!cached.refreshing && cached.until - now < (cacheSeconds * 1000) / 2) {
-      cached.refreshing = true;
-      lookUpKey(db, hash).then(
-        (principal) => {
-          // Unless the entry went meanwhile (revoked here): a lookup begun before can be stale.
-          if (principals.get(hash) !== cached) return;
-          if (principal) remember(hash, principal, cacheSeconds);
-          else principals.delete(hash);
-        },
-        () => (cached.refreshing = false), // served until its time is up; the next request tries again
-      );
-    }
-    return cached.principal;
-  }
-  const principal = await lookUpKey(db, hash);
-  if (!principal) {
-    principals.delete(hash);
-    throw new AppError('invalid_api_key', 'invalid quota API key');
-  }
-  if (cacheSeconds > 0) remember(hash, principal, cacheSeconds);
+  const principal = await principals.find(hash, cacheSeconds, () => lookUpKey(db, hash));
+  if (!principal) throw new AppError('invalid_api_key', 'invalid quota API key');
   return principal;
 }
 

@@ -1,7 +1,8 @@
 import type { Db } from '../platform/db.js';
 import type { Partner } from '../../generated/prisma/client.js';
 import { conflict, notFound } from '../platform/errors.js';
-import { generatePartnerKey, hashKey } from '../platform/api-keys.js';
+import { generatePartnerKey, hashKey, type Principal } from '../platform/api-keys.js';
+import { RecentLookups } from '../platform/recent-lookups.js';
 
 /**
  * Where every file of a partner's voices lives in storage (lib/voices/files.ts builds on it), so
@@ -58,10 +59,13 @@ export async function createPartner(db: Db, name: string, settings: PartnerSetti
 export async function updatePartner(db: Db, name: string, settings: PartnerSettings & { new_name?: string }) {
   const partner = await findPartner(db, name);
   try {
-    return await db.partner.update({
+    const updated = await db.partner.update({
       where: { id: partner.id },
       data: { ...settingsData(settings), ...(settings.new_name ? { name: settings.new_name } : {}) },
     });
+    // A cached key carries the partner's name, which its requests' paths are checked against.
+    if (settings.new_name) forgetPartnerKeys(partner.id);
+    return updated;
   } catch (err) {
     if (isUniqueViolation(err)) throw conflict(`partner ${JSON.stringify(settings.new_name)} already exists`);
     throw err;
@@ -72,5 +76,38 @@ export async function regeneratePartnerKey(db: Db, name: string) {
   const partner = await findPartner(db, name);
   const apiKey = generatePartnerKey();
   const updated = await db.partner.update({ where: { id: partner.id }, data: { keyHash: hashKey(apiKey) } });
+  forgetPartnerKeys(partner.id);
   return { partner: updated, apiKey };
+}
+
+/**
+ * Partner keys this process has seen lately (lib/platform/recent-lookups.ts), so that a request does
+ * not wait for its key's lookup: an entry is served for at most PARTNER_KEY_CACHE_SECONDS after the
+ * lookup that found the key valid. A key regenerated, or a partner renamed or deleted, through
+ * another API replica is refused (or shows its new name) on this one within that bound; through
+ * this one, at once. Whatever the bound, nothing can be added to a partner being deleted: every
+ * creation checks the partner's row itself.
+ */
+const partnerKeys = new RecentLookups<Principal>();
+
+/** One round trip: the partner a key belongs to, or null when none (or it is being deleted: its key no longer works). */
+async function lookUpPartnerKey(db: Db, hash: string): Promise<Principal | null> {
+  const { rows } = await db.pool.query<{ id: string; name: string }>({
+    name: 'partner-by-key-hash',
+    text: 'SELECT id, name FROM partners WHERE "keyHash" = $1 AND "deletionRequestedAt" IS NULL',
+    values: [hash],
+  });
+  const row = rows[0];
+  return row ? { isAdmin: false, partnerId: row.id, partnerName: row.name } : null;
+}
+
+/** The partner a key belongs to (null: an unknown key, or a partner being deleted), cached for up to `cacheSeconds`. */
+export function authenticatePartnerKey(db: Db, key: string, cacheSeconds: number): Promise<Principal | null> {
+  const hash = hashKey(key);
+  return partnerKeys.find(hash, cacheSeconds, () => lookUpPartnerKey(db, hash));
+}
+
+/** Forgets a partner's cached key at once (its key regenerated, the partner renamed or being deleted through this replica). */
+export function forgetPartnerKeys(partnerId: string): void {
+  partnerKeys.forget((principal) => principal.partnerId === partnerId);
 }

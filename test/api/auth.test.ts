@@ -526,6 +526,49 @@ describe('API authentication and authorization', function () {
       assert.deepEqual((await http('GET', '/api/auth/me', { key: fresh })).body, { partner: p.name, isAdmin: false });
     });
 
+    it('a key regenerated through another API replica is refused here once PARTNER_KEY_CACHE_SECONDS have passed', async () => {
+      const bound = 2;
+      const replica = await startApi({ PARTNER_KEY_CACHE_SECONDS: String(bound) });
+      try {
+        const here = client(replica.url);
+        const p = await newPartner(here);
+        assert.equal((await here('GET', '/api/auth/me', { key: p.key })).status, 200);
+        // What regenerate-key does on the other replica: the partner's row gets the new key's hash.
+        const fresh = `pk_${crypto.randomBytes(32).toString('base64url')}`;
+        const regeneratedAt = Date.now();
+        await replica.deps.db.partner.update({ where: { name: p.name }, data: { keyHash: crypto.createHash('sha256').update(fresh).digest('hex') } });
+        // The entry this replica cached was looked up before the change: it is gone by the bound.
+        await new Promise((r) => setTimeout(r, regeneratedAt + bound * 1000 + 50 - Date.now()));
+        assertDetail(await here('GET', '/api/auth/me', { key: p.key }), 401);
+        assertDetail(await here('GET', `/api/knowledgebases/${p.name}`, { key: p.key }), 401);
+        assert.deepEqual((await here('GET', '/api/auth/me', { key: fresh })).body, { partner: p.name, isAdmin: false });
+      } finally {
+        await replica.close();
+      }
+    });
+
+    it('a partner deleted through another API replica can have nothing added here, even while its key is still cached', async () => {
+      const replica = await startApi({ PARTNER_KEY_CACHE_SECONDS: '3600' });
+      try {
+        const here = client(replica.url);
+        const { partner, kb, folder } = await newKnowledgeBase(here);
+        const p = { ...partner, kb, folder };
+        assert.equal((await here('GET', '/api/auth/me', { key: p.key })).status, 200);
+        // What DELETE /api/partners/{partner} marks on the other replica, before its workflow runs.
+        const now = new Date();
+        await replica.deps.db.$transaction([
+          replica.deps.db.partner.update({ where: { name: p.name }, data: { deletionRequestedAt: now } }),
+          replica.deps.db.knowledgeBase.updateMany({ where: { partner: { name: p.name } }, data: { deletionRequestedAt: now } }),
+        ]);
+        const created = await here('POST', `/api/documents/${p.name}/${p.kb}/empty`, { key: p.key, form: { name: 'late', folder: p.folder, type: 'file' } });
+        assert.equal(created.status, 409, JSON.stringify(created.body));
+        const count = await replica.deps.db.document.count({ where: { knowledgeBase: { partner: { name: p.name } } } });
+        assert.equal(count, 0);
+      } finally {
+        await replica.close();
+      }
+    });
+
     it('a partner key works only for its own partner after a rename', async () => {
       const p = await newPartner(http);
       const renamed = unique('renamed');

@@ -1,0 +1,61 @@
+/**
+ * Lookups a process has made lately, so that a request does not wait for a lookup that a request a
+ * moment ago made already: API keys by their hash (messaging quota keys, MESSAGING_KEY_CACHE_SECONDS;
+ * partner keys, PARTNER_KEY_CACHE_SECONDS) and where new documents go (lib/knowledge/document-inserts.ts).
+ * An entry is served for at most `cacheSeconds` after the lookup that found it; one in use is looked
+ * up again in the background once half of that has passed (the request that notices does not wait),
+ * so a busy entry never waits for a lookup and a change made through another replica (a key
+ * revoked) shows within that bound. The replica that makes the change forgets the entry at once
+ * (`forget`). What was not found is never remembered.
+ */
+interface Entry<P> {
+  value: P;
+  /** Served until then (ms since the epoch). */
+  until: number;
+  refreshing: boolean;
+}
+
+export class RecentLookups<P> {
+  private readonly entries = new Map<string, Entry<P>>();
+
+  constructor(private readonly maxEntries = 10_000) {}
+
+  /**
+   * What `lookUp` finds for `key`: from the cache while its entry is fresh, else from `lookUp`
+   * (null: nothing, e.g. an unknown or revoked key). `cacheSeconds` 0 looks up every time and
+   * remembers nothing.
+   */
+  async find(key: string, cacheSeconds: number, lookUp: () => Promise<P | null>): Promise<P | null> {
+    const cached = this.entries.get(key);
+    const now = Date.now();
+    if (cached && cached.until > now) {
+      if (!cached.refreshing && cached.until - now < (cacheSeconds * 1000) / 2) {
+        cached.refreshing = true;
+        lookUp().then(
+          (value) => {
+            // Unless the entry went meanwhile (forgotten here): a lookup begun before can be stale.
+            if (this.entries.get(key) !== cached) return;
+            if (value) this.remember(key, value, cacheSeconds);
+            else this.entries.delete(key);
+          },
+          () => (cached.refreshing = false), // served until its time is up; the next request tries again
+        );
+      }
+      return cached.value;
+    }
+    const value = await lookUp();
+    if (!value) this.entries.delete(key);
+    else if (cacheSeconds > 0) this.remember(key, value, cacheSeconds);
+    return value;
+  }
+
+  /** Forgets every entry whose value matches (a key revoked or changed through this replica). */
+  forget(matches: (value: P) => boolean): void {
+    for (const [key, entry] of this.entries) if (matches(entry.value)) this.entries.delete(key);
+  }
+
+  private remember(key: string, value: P, cacheSeconds: number) {
+    if (!this.entries.has(key) && this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(key, { value, until: Date.now() + cacheSeconds * 1000, refreshing: false });
+  }
+}
