@@ -1,12 +1,14 @@
 import crypto from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type { Db, Prisma } from '../platform/db.js';
-import { AppError, badRequest } from '../platform/errors.js';
+import { AppError, badRequest, conflict } from '../platform/errors.js';
 import type { FileStorage } from '../platform/storage.js';
 import { documentFiles } from '../platform/storage.js';
 import type { DocumentPipelineInput, PipelineStep } from '../contracts/document-pipeline.js';
 import { findDocument, findKnowledgeBase, findLiveFolder } from './lookup.js';
 import { checkUpload, type UploadedFile } from '../digitization/uploads.js';
+import { isAudioVideo } from '../digitization/formats.js';
+import { insertIntoLiveDestination, liveDestination, type Destination, type NewDocument } from './document-inserts.js';
 import { pipelineRequestData, startDocumentPipeline, stepsAfterDigitizing } from './pipeline-runs.js';
 import { youTubeVideoId } from '../providers/video-transcripts.js';
 import { ocrLanguagesSetting } from '../digitization/ocr.js';
@@ -83,11 +85,6 @@ export async function createWithinDocumentQuota<T>(db: Db, _partner: { id: strin
   return withinDocumentQuota(() => db.$transaction(create));
 }
 
-type NewDocument = Prisma.DocumentCreateManyInput & { id: string };
-
-/** Where new documents of one request go: partner, KB and folder, found once. */
-type Destination = Awaited<ReturnType<typeof findLiveFolder>>;
-
 /** The row of a new document to be processed, with the request its workflow runs (recorded for the reconciler). */
 function newDocumentRow(dest: Destination, input: Omit<CreateDocumentInput, 'type'>, fields: Partial<NewDocument>, id = crypto.randomUUID()) {
   const pipeline: DocumentPipelineInput = { documentId: id, knowledgeBaseId: dest.kb.id, partner: dest.partner.name, steps: stepsForNewUpload(input), requestCharacterLimit: input.character_limit ?? null };
@@ -104,36 +101,55 @@ function newDocumentRow(dest: Destination, input: Omit<CreateDocumentInput, 'typ
   return { row, pipeline };
 }
 
-/** One new document: a single-statement insert (autocommit), so the partner's count is locked only for a moment. */
-async function insertDocument(db: Db, dest: Destination, row: NewDocument) {
-  const created = await withinDocumentQuota(() => db.document.create({ data: row }));
+/**
+ * A new document: one row into its destination, grouped with the other creations of that
+ * destination in flight and refused past max_documents (lib/knowledge/document-inserts.ts).
+ * `audioVideo`: the refusal to answer when the partner does not (or no longer) allow audio and
+ * video, for a document that needs it; null for any other document.
+ */
+async function insertDocument(db: Db, dest: Destination, row: NewDocument, audioVideo: AppError | null, lookAgain = freshLookup(db, dest)) {
+  const created = await withinDocumentQuota(() => insertIntoLiveDestination(db, dest, row, { audioVideo: audioVideo !== null }));
+  if (!created) throw await destinationRefusal(dest, audioVideo, lookAgain);
   return { ...created, folder: dest.folder };
 }
 
+/** The destination looked up afresh (or why there is none), once for all the rows of a request it refused. */
+function freshLookup(db: Db, dest: Destination): () => Promise<Destination | AppError> {
+  let found: Promise<Destination | AppError> | undefined;
+  return () => (found ??= findLiveFolder(db, dest.partner.name, dest.kb.name, dest.folder.name).catch((err: unknown) => (err instanceof AppError ? err : Promise.reject(err))));
+}
+
 /**
- * Many new documents in one INSERT when they all fit under max_documents; when the trigger refuses
- * the statement (the limit is near), one at a time in order, so the ones that fit are created and
- * each of the others is refused on its own. Returns per row its id or its refusal.
+ * Why a destination took no document: looked up afresh, the partner, KB or folder is gone or being
+ * deleted (404, 409), or the partner no longer allows audio and video (403); or, found live again,
+ * it changed since the request's lookup (a KB deleted and created again under its name): 409, to be
+ * sent again.
  */
-async function insertDocuments(db: Db, rows: NewDocument[]): Promise<Array<{ ok: true } | { ok: false; error: AppError }>> {
-  if (rows.length === 0) return [];
-  try {
-    await db.document.createMany({ data: rows });
-    return rows.map(() => ({ ok: true as const }));
-  } catch (err) {
-    if (!quotaRefusal(err)) throw err;
-  }
-  const out: Array<{ ok: true } | { ok: false; error: AppError }> = [];
-  for (const row of rows) {
-    try {
-      await withinDocumentQuota(() => db.document.create({ data: row, select: { id: true } }));
-      out.push({ ok: true });
-    } catch (err) {
-      if (!(err instanceof AppError)) throw err;
-      out.push({ ok: false, error: err });
-    }
-  }
-  return out;
+async function destinationRefusal(dest: Destination, audioVideo: AppError | null, lookAgain: () => Promise<Destination | AppError>): Promise<AppError> {
+  const fresh = await lookAgain();
+  if (fresh instanceof AppError) return fresh;
+  if (audioVideo && !fresh.partner.allowAudioVideo) return audioVideo;
+  return conflict(`folder ${JSON.stringify(dest.folder.name)} of knowledge base ${JSON.stringify(dest.kb.name)} changed while the document was created; send the request again`);
+}
+
+/**
+ * The rows of one request into its destination (grouped with each other and with the creations in
+ * flight; when max_documents refuses a group, its rows go one at a time in order, so the ones that
+ * fit are created and each of the others is refused on its own). Returns per row its refusal, if any.
+ */
+async function insertDocuments(db: Db, dest: Destination, rows: Array<{ row: NewDocument; audioVideo: AppError | null }>): Promise<Array<{ ok: true } | { ok: false; error: AppError }>> {
+  const lookAgain = freshLookup(db, dest);
+  return Promise.all(
+    rows.map(async ({ row, audioVideo }) => {
+      try {
+        await insertDocument(db, dest, row, audioVideo, lookAgain);
+        return { ok: true as const };
+      } catch (err) {
+        if (!(err instanceof AppError)) throw err;
+        return { ok: false as const, error: err };
+      }
+    }),
+  );
 }
 
 /** Workflow starts of one request in flight at once: each is a round trip to Temporal. */
@@ -179,11 +195,11 @@ export async function createDocumentFromUpload(deps: DocumentDeps, partner: stri
   }
   const file = files.find((f) => f.field === 'file');
   if (!file) throw badRequest('form.file is required when type is file');
-  const dest = await findLiveFolder(deps.db, partner, kbName, input.folder);
-  const { row, pipeline } = await storedUpload(deps, dest, input, file);
+  const dest = await liveDestination(deps.db, partner, kbName, input.folder);
+  const { row, pipeline, audioVideo } = await storedUpload(deps, dest, input, file);
   let document;
   try {
-    document = await insertDocument(deps.db, dest, row);
+    document = await insertDocument(deps.db, dest, row, audioVideo);
   } catch (err) {
     // No row refers to the stored original: remove it rather than leave an orphan in storage.
     await deps.storage.removePrefix(documentFiles.prefix(row.id));
@@ -198,8 +214,11 @@ async function storedUpload(deps: DocumentDeps, dest: Destination, input: Omit<C
   const { extension } = await checkUpload(file, dest.partner);
   const created = newDocumentRow(dest, input, { name: input.name?.trim() || file.originalName, type: 'file', originalExtension: extension, fileOriginal: file.originalName });
   await deps.storage.moveIn(documentFiles.original(created.row.id, extension), file.path);
-  return created;
+  return { ...created, audioVideo: isAudioVideo(extension) ? audioVideoUploadRefusal(file) : null };
 }
+
+/** checkUpload's refusal of audio and video for a partner that does not allow them, for the insert to answer when that changed meanwhile. */
+const audioVideoUploadRefusal = (file: UploadedFile) => new AppError('forbidden', `audio and video uploads are not enabled for this partner (${file.originalName})`);
 
 export interface BatchUploadInput extends Omit<CreateDocumentInput, 'type' | 'name'> {
   names?: string | string[];
@@ -212,13 +231,15 @@ type BatchOutcome = { status: 'success'; document_id: string } | { status: 'fail
 
 const failed = (err: AppError): BatchOutcome => ({ status: 'failed', document_id: null, error: err.message, http_status: err.status });
 
+type BatchItem = { row: NewDocument; pipeline: DocumentPipelineInput; audioVideo: AppError | null };
+
 /**
  * The rows of a batch (each already validated) inserted together, then their workflows started
  * concurrently; one refused or unstartable document never rolls back the others.
  */
-async function createBatch(deps: DocumentDeps, items: Array<{ row: NewDocument; pipeline: DocumentPipelineInput } | AppError>): Promise<BatchOutcome[]> {
-  const valid = items.filter((i): i is { row: NewDocument; pipeline: DocumentPipelineInput } => !(i instanceof AppError));
-  const inserted = await insertDocuments(deps.db, valid.map((v) => v.row));
+async function createBatch(deps: DocumentDeps, dest: Destination | AppError, items: Array<BatchItem | AppError>): Promise<BatchOutcome[]> {
+  const valid = items.filter((i): i is BatchItem => !(i instanceof AppError));
+  const inserted = dest instanceof AppError ? [] : await insertDocuments(deps.db, dest, valid);
   const outcome = new Map<string, BatchOutcome>();
   const toStart: DocumentPipelineInput[] = [];
   valid.forEach((v, k) => {
@@ -242,7 +263,7 @@ async function createBatch(deps: DocumentDeps, items: Array<{ row: NewDocument; 
 /** The folder of a batch, or the refusal every item of the batch reports (each item fails on its own, as a single creation would). */
 async function liveFolderOrRefusal(db: Db, partner: string, kbName: string, folder: string): Promise<Destination | AppError> {
   try {
-    return await findLiveFolder(db, partner, kbName, folder);
+    return await liveDestination(db, partner, kbName, folder);
   } catch (err) {
     if (err instanceof AppError) return err;
     throw err;
@@ -279,7 +300,7 @@ export async function createDocumentsFromBatch(deps: DocumentDeps, partner: stri
       return err;
     }
   });
-  const outcomes = await createBatch(deps, items);
+  const outcomes = await createBatch(deps, dest, items);
   return summaryOf(uploads.map((file, i) => ({ filename: file.originalName, ...outcomes[i]! })));
 }
 
@@ -294,16 +315,19 @@ function acceptableDocumentUrl(value: string): boolean {
 }
 
 /** The row of a URL document (named after the URL until the page's title is known), or why it is refused. */
-function urlDocumentRow(dest: Destination, input: Omit<CreateDocumentInput, 'type'> & { url: string }) {
+function urlDocumentRow(dest: Destination, input: Omit<CreateDocumentInput, 'type'> & { url: string }): BatchItem {
   if (!acceptableDocumentUrl(input.url)) throw badRequest(`${JSON.stringify(input.url)} is not an absolute http or https URL`);
-  if (!dest.partner.allowAudioVideo && youTubeVideoId(input.url)) throw new AppError('forbidden', `video URLs are not enabled for this partner (${input.url})`);
-  return newDocumentRow(dest, input, {
+  const videoId = youTubeVideoId(input.url);
+  const audioVideo = videoId ? new AppError('forbidden', `video URLs are not enabled for this partner (${input.url})`) : null;
+  if (audioVideo && !dest.partner.allowAudioVideo) throw audioVideo;
+  const created = newDocumentRow(dest, input, {
     name: input.name?.trim() || input.url,
     nameFromSource: !input.name?.trim(),
     type: 'url',
     url: input.url,
-    videoId: youTubeVideoId(input.url),
+    videoId,
   });
+  return { ...created, audioVideo };
 }
 
 /**
@@ -312,9 +336,9 @@ function urlDocumentRow(dest: Destination, input: Omit<CreateDocumentInput, 'typ
  */
 async function createDocumentFromUrl(deps: DocumentDeps, partner: string, kbName: string, input: Omit<CreateDocumentInput, 'type'> & { url: string }) {
   if (!acceptableDocumentUrl(input.url)) throw badRequest(`${JSON.stringify(input.url)} is not an absolute http or https URL`);
-  const dest = await findLiveFolder(deps.db, partner, kbName, input.folder);
-  const { row, pipeline } = urlDocumentRow(dest, input);
-  const document = await insertDocument(deps.db, dest, row);
+  const dest = await liveDestination(deps.db, partner, kbName, input.folder);
+  const { row, pipeline, audioVideo } = urlDocumentRow(dest, input);
+  const document = await insertDocument(deps.db, dest, row, audioVideo);
   await startOrUndo(deps, pipeline);
   return document;
 }
@@ -340,7 +364,7 @@ export async function createDocumentsFromUrls(deps: DocumentDeps, partner: strin
       return err;
     }
   });
-  const outcomes = await createBatch(deps, items);
+  const outcomes = await createBatch(deps, dest, items);
   return summaryOf(input.urls.map((url, i) => {
     const { http_status: _status, ...rest } = outcomes[i]! as BatchOutcome & { http_status?: number };
     return { url, ...rest };
@@ -359,7 +383,7 @@ export async function updateDocumentFields(db: Db, partner: string, kb: string, 
 /** An empty document (for manual content editing): no original, no processing. */
 export async function createEmptyDocument(db: Db, partner: string, kbName: string, input: { name: string; folder: string; type: 'file' | 'url'; url?: string }) {
   if (input.type === 'url' && (!input.url || !acceptableDocumentUrl(input.url))) throw badRequest('form.url must be an absolute http or https URL when type is url');
-  const dest = await findLiveFolder(db, partner, kbName, input.folder);
+  const dest = await liveDestination(db, partner, kbName, input.folder);
   return insertDocument(db, dest, {
     id: crypto.randomUUID(),
     knowledgeBaseId: dest.kb.id,
@@ -368,5 +392,5 @@ export async function createEmptyDocument(db: Db, partner: string, kbName: strin
     type: input.type,
     url: input.type === 'url' ? input.url! : null,
     videoId: input.type === 'url' ? youTubeVideoId(input.url!) : null,
-  });
+  }, null);
 }

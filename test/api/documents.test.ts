@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
+import pg from 'pg';
 import { client, eventually, useRunningSystem } from '../support/system.js';
 import { newKnowledgeBase, newPartner } from '../support/fixtures.js';
 import { pdf } from '../support/samples.js';
+import { testStack } from '../support/stack.js';
 
 describe('document endpoints (spec 4.3)', function () {
   this.timeout(120_000);
@@ -148,5 +150,73 @@ describe('document endpoints (spec 4.3)', function () {
     );
     assert.equal(results.filter((r) => r.status === 201).length, 3);
     assert.ok(results.filter((r) => r.status !== 201).every((r) => r.status === 403 && /^QUOTA_EXCEEDED:max_documents/.test(r.body.detail)));
+  });
+
+  it('max_documents holds when single uploads, empty documents and batch uploads race, and only created documents start a workflow', async () => {
+    const partner = await newPartner(http, { max_documents: '7' });
+    await http('POST', `/api/knowledgebases/${partner.name}`, { key: partner.key, form: { name: 'kb' } });
+    await http('POST', `/api/folders/${partner.name}/kb`, { key: partner.key, form: { name: 'f' } });
+    const batch = () => {
+      const fd = new FormData();
+      fd.append('folder', 'f');
+      for (let i = 0; i < 5; i++) fd.append('files', new Blob([`Batch note ${i}.`]), `b${i}.txt`);
+      return fetch(`${system.api.url}/api/documents/${partner.name}/kb/files/batch`, { method: 'POST', headers: { 'X-API-Key': partner.key }, body: fd }).then(async (r) => ({ status: r.status, body: await r.json() }));
+    };
+    const [singles, empties, batches] = await Promise.all([
+      Promise.all(Array.from({ length: 8 }, (_, i) => http('POST', `/api/documents/${partner.name}/kb`, { key: partner.key, form: { type: 'file', folder: 'f', file: { name: `s${i}.txt`, content: `Single note ${i}.` } } }))),
+      Promise.all(Array.from({ length: 8 }, (_, i) => http('POST', `/api/documents/${partner.name}/kb/empty`, { key: partner.key, form: { name: `e${i}`, folder: 'f', type: 'file' } }))),
+      Promise.all([batch(), batch()]),
+    ]);
+    const created = [...singles, ...empties].filter((r) => r.status === 201).map((r) => r.body.id as string);
+    const refused = [...singles, ...empties].filter((r) => r.status !== 201);
+    const batchResults = batches.flatMap((b) => b.body.results as Array<{ status: string; document_id: string | null; error?: string; http_status?: number }>);
+    created.push(...batchResults.filter((r) => r.status === 'success').map((r) => r.document_id!));
+    assert.equal(created.length, 7, 'exactly max_documents were created');
+    assert.ok(refused.every((r) => r.status === 403 && /^QUOTA_EXCEEDED:max_documents/.test(r.body.detail)), JSON.stringify(refused.map((r) => r.body)));
+    assert.ok(batchResults.filter((r) => r.status !== 'success').every((r) => r.http_status === 403 && /^QUOTA_EXCEEDED:max_documents/.test(r.error!)));
+    const rows = await system.api.deps.db.document.findMany({ where: { knowledgeBase: { partner: { name: partner.name } } }, select: { id: true } });
+    assert.deepEqual(rows.map((r) => r.id).sort(), [...created].sort(), 'the database holds exactly the documents answered as created');
+    // Empty documents start nothing; every created upload has its workflow.
+    const uploads = await system.api.deps.db.document.findMany({ where: { id: { in: created }, fileOriginal: { not: null } }, select: { id: true } });
+    for (const { id } of uploads) assert.ok(await system.api.deps.temporal.workflow.getHandle(`document-${id}`).describe(), `document-${id} was started`);
+  });
+
+  it('a folder whose deletion another replica is marking takes no new document, though this replica looked it up a moment ago', async () => {
+    const { partner, kb, folder } = await newKnowledgeBase(http);
+    const first = await http('POST', `/api/documents/${partner.name}/${kb}/empty`, { key: partner.key, form: { name: 'first', folder, type: 'file' } });
+    assert.equal(first.status, 201, JSON.stringify(first.body));
+    const { folderId } = await system.api.deps.db.document.findUniqueOrThrow({ where: { id: first.body.id } });
+    // DELETE /api/folders/... on another replica: its transaction marks the folder, then its documents.
+    const other = new pg.Client({ connectionString: testStack().databaseUrl });
+    await other.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query(`UPDATE folders SET "deletionRequestedAt" = now() WHERE id = $1`, [folderId]);
+      let answered = false;
+      const late = http('POST', `/api/documents/${partner.name}/${kb}`, { key: partner.key, form: { type: 'file', folder, file: { name: 'late.txt', content: 'Sent while the folder was being deleted.' } } }).finally(() => (answered = true));
+      await new Promise((r) => setTimeout(r, 500));
+      assert.equal(answered, false, 'the creation waits for the deletion that holds the folder');
+      await other.query(`UPDATE documents SET "deletionRequestedAt" = now() WHERE "folderId" = $1 AND "deletionRequestedAt" IS NULL`, [folderId]);
+      await other.query('COMMIT');
+      const res = await late;
+      assert.equal(res.status, 404, JSON.stringify(res.body));
+      const unmarked = await system.api.deps.db.document.count({ where: { folderId, deletionRequestedAt: null } });
+      assert.equal(unmarked, 0, 'every document of the folder is marked: none was added behind the deletion');
+    } finally {
+      await other.end();
+    }
+  });
+
+  it('a video URL is refused once its partner no longer allows audio and video, though this replica looked the folder up a moment ago', async () => {
+    const { partner, kb, folder } = await newKnowledgeBase(http);
+    const video = 'https://www.youtube.com/watch?v=dQw4w9WgXcQ';
+    const before = await http('POST', `/api/documents/${partner.name}/${kb}/empty`, { key: partner.key, form: { name: 'first', folder, type: 'file' } });
+    assert.equal(before.status, 201, JSON.stringify(before.body));
+    const changed = await http('PUT', `/api/partners/${partner.name}`, { key: testStack().adminApiKey, form: { allow_audio_video: 'false' } });
+    assert.equal(changed.status, 200, JSON.stringify(changed.body));
+    const res = await http('POST', `/api/documents/${partner.name}/${kb}`, { key: partner.key, form: { type: 'url', folder, url: video } });
+    assert.equal(res.status, 403, JSON.stringify(res.body));
+    assert.match(res.body.detail, /video URLs are not enabled/);
+    assert.equal(await system.api.deps.db.document.count({ where: { url: video, knowledgeBase: { partner: { name: partner.name } } } }), 0);
   });
 });
