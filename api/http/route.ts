@@ -1,4 +1,3 @@
-import fs from 'node:fs';
 import express, { type Request, type Response } from 'express';
 import { AppError, badRequest } from '../../lib/platform/errors.js';
 import type { Logger } from '../../lib/platform/logger.js';
@@ -118,10 +117,6 @@ function authorize(route: RouteDefinition, principal: Principal | null, params: 
   }
 }
 
-function removeUploads(files: UploadedFile[]) {
-  for (const f of files) fs.rm(f.path, { force: true }, () => undefined);
-}
-
 function collectFiles(req: Request): UploadedFile[] {
   const raw = req.files as Record<string, Express.Multer.File[]> | Express.Multer.File[] | undefined;
   const list = !raw ? [] : Array.isArray(raw) ? raw : Object.values(raw).flat();
@@ -171,10 +166,8 @@ export function buildRouter(routes: RouteDefinition[], env: RouteEnvironment): e
     handlers.push(...formParser(route, env));
     handlers.push(async (req, res, next) => {
       const files = collectFiles(req);
-      res.once('close', () => {
-        removeUploads(files);
-        void removeWritten(req);
-      });
+      // Every file multer wrote for the request is tracked there (a handler that kept one moved it away).
+      res.once('close', () => void removeWritten(req));
       try {
         const params = route.params ? validate('path', route.params, { ...req.params }, true) : { ...req.params };
         const rawQuery: Record<string, unknown> = { ...(req.query as object) };
@@ -215,7 +208,6 @@ export function buildRouter(routes: RouteDefinition[], env: RouteEnvironment): e
         }
       } catch (err) {
         // A refused request keeps nothing: its uploads are gone before the refusal is answered.
-        removeUploads(files);
         await removeWritten(req);
         next(err);
       }
