@@ -1,9 +1,15 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { client, eventually, useRunningSystem } from '../support/system.js';
 import { newKnowledgeBase, newPartner } from '../support/fixtures.js';
 import { pdf } from '../support/samples.js';
 import { testStack } from '../support/stack.js';
+import { createApp } from '../../api/app.js';
+import { lazyTemporalClient } from '../../lib/platform/temporal.js';
+import { freePort } from '../../scripts/stack.js';
 
 describe('document endpoints (spec 4.3)', function () {
   this.timeout(120_000);
@@ -204,6 +210,38 @@ describe('document endpoints (spec 4.3)', function () {
       assert.equal(unmarked, 0, 'every document of the folder is marked: none was added behind the deletion');
     } finally {
       await other.end();
+    }
+  });
+
+  it('with Temporal unreachable a creation that starts a workflow answers 503 and leaves nothing behind: no row, no count, no stored file', async () => {
+    const { partner, kb, folder } = await newKnowledgeBase(http);
+    const deps = system.api.deps;
+    const nowhere = lazyTemporalClient(`127.0.0.1:${await freePort()}`, 'default');
+    const server = createApp({ ...deps, temporal: nowhere }).listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    const documentsDir = path.join(deps.config.storageDir, 'documents');
+    const stored = () => new Set(fs.existsSync(documentsDir) ? fs.readdirSync(documentsDir) : []);
+    const storedBefore = stored();
+    try {
+      const down = client(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+      const [upload, url, empty] = await Promise.all([
+        down('POST', `/api/documents/${partner.name}/${kb}`, { key: partner.key, form: { type: 'file', folder, file: { name: 'kept.txt', content: 'Nothing of this may stay.' } } }),
+        down('POST', `/api/documents/${partner.name}/${kb}`, { key: partner.key, form: { type: 'url', folder, url: 'https://example.org/never' } }),
+        down('POST', `/api/documents/${partner.name}/${kb}/empty`, { key: partner.key, form: { name: 'starts nothing', folder, type: 'file' } }),
+      ]);
+      for (const res of [upload, url]) {
+        assert.equal(res.status, 503, JSON.stringify(res.body));
+        assert.match(res.body.detail, /could not start processing/);
+      }
+      assert.equal(empty.status, 201, 'an empty document starts no workflow');
+      const rows = await deps.db.document.findMany({ where: { knowledgeBase: { name: kb, partner: { name: partner.name } } }, select: { id: true } });
+      assert.deepEqual(rows.map((r) => r.id), [empty.body.id]);
+      assert.equal((await deps.db.partner.findUniqueOrThrow({ where: { name: partner.name } })).documentCount, 1);
+      const left = [...stored()].filter((d) => !storedBefore.has(d));
+      assert.deepEqual(left, [], 'no original stored for a document that was not created');
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
     }
   });
 
