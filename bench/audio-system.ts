@@ -20,10 +20,13 @@ export interface BenchApi {
   stop(): Promise<void>;
 }
 
-/** The API as its own process (node api/server.ts), ready when /health answers. */
-export async function startApiProcess(env: Record<string, string> = {}): Promise<BenchApi> {
+/**
+ * The API as its own process (node api/server.ts), ready when /health answers. `nodeArgs` go to
+ * node itself (e.g. `--cpu-prof`, which NODE_OPTIONS does not take).
+ */
+export async function startApiProcess(env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<BenchApi> {
   const port = await freePort();
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'api/server.ts'], {
+  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'api/server.ts'], {
     cwd: repoRoot,
     env: { ...process.env, ...systemEnv({ PORT: String(port), LOG_LEVEL: 'warn', ...env }) },
     stdio: ['ignore', 'ignore', 'inherit'],

@@ -10,16 +10,22 @@
  *     use_original_as_rewritten=true to the API process, documentPipeline workflows in the worker
  *     process, from the first upload to the last document `success`. Goal: at most 1.3x.
  * (b) Document creation with 32 concurrent clients (BENCH_CLIENTS), each request timed from send to
- *     answer (the answer comes after the workflow has started): single file uploads, empty
- *     documents, batch file uploads of 20, one batch URL import of 1,000 URLs. No worker runs
+ *     answer (the answer comes after the workflow has started): single file uploads, single URL
+ *     documents, empty documents, batch file uploads of 20, one batch URL import of 1,000 URLs;
+ *     with the CPU time per document of the API process (its process_cpu_seconds_total), of the
+ *     Temporal dev server, and of the whole machine (/proc/stat: the API, PostgreSQL, Temporal, the
+ *     client and whatever else runs). No worker runs
  *     meanwhile, so only creation is measured. Goal: >= 300 documents/s, p99 < 100 ms.
  * (c) GET /api/documents and /api/kb-data of a knowledge base of 10,000 documents (BENCH_LISTED),
  *     whole and a page of 100, p50 and p99 (one request at a time).
  *
  * The API and the worker are their own processes; the client is this process. The system is the
  * test stack (Temporal dev server, Weaviate, a throw-away database) started by the benchmark.
- * Writes the `ingestion-throughput` section of bench/RESULTS.md (not with BENCH_ONLY=system, which
- * runs the ingestion through the system alone and prints its progress and time).
+ * Writes the `ingestion-throughput` section of bench/RESULTS.md, except with BENCH_ONLY=system (the
+ * ingestion through the system alone, its progress and time on stderr) or BENCH_ONLY=creation
+ * (part (b) alone, its table on stderr). BENCH_API_CPU_PROF=<dir> runs the API under
+ * `node --cpu-prof` and leaves its profile in that directory when it stops (open it in Chrome's
+ * DevTools or `npx speedscope`).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -41,18 +47,51 @@ const CREATE_SECONDS = Number(process.env.BENCH_CREATE_SECONDS ?? 10);
 const UPLOAD_BATCH = 20;
 /** BENCH_ONLY=system: only the ingestion through the system, reported on stderr (e.g. to watch a long run's worker). */
 const SYSTEM_ONLY = process.env.BENCH_ONLY === 'system';
+/** BENCH_ONLY=creation: only part (b), reported on stderr (e.g. to profile the API while it creates). */
+const CREATION_ONLY = process.env.BENCH_ONLY === 'creation';
+const API_CPU_PROFILE_DIR = process.env.BENCH_API_CPU_PROF;
 
 const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a');
 const load = () => os.loadavg().map((x) => x.toFixed(2)).join(' / ');
 
+/** The machine's CPU time so far (all cores, from /proc/stat): busy and total, in clock ticks. */
+function machineTicks() {
+  const f = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  return { idle: f[3]! + f[4]!, total: f.slice(0, 8).reduce((a, b) => a + b, 0) };
+}
+/** /proc/stat counts in USER_HZ, 100 a second on Linux. */
+const TICKS_PER_SECOND = 100;
+
+/** A process's CPU time so far (ms), from /proc/<pid>/stat (utime + stime); NaN when it cannot be read. */
+function processCpuMs(pid: number | null): number {
+  if (pid === null) return NaN;
+  try {
+    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+  } catch {
+    return NaN;
+  }
+}
+
+/** The test stack's Temporal dev server (the process serving its address), to tell its share of the machine's CPU. */
+function temporalServerPid(): number | null {
+  const port = testStack().temporalAddress.split(':').pop();
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const args = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      if (args.includes('start-dev') && args[args.indexOf('--port') + 1] === port) return Number(entry);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return null;
+}
+
 function cpuBusy(): () => number {
-  const read = () => {
-    const f = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
-    return { idle: f[3]! + f[4]!, total: f.slice(0, 8).reduce((a, b) => a + b, 0) };
-  };
-  const a = read();
+  const a = machineTicks();
   return () => {
-    const b = read();
+    const b = machineTicks();
     return b.total > a.total ? 1 - (b.idle - a.idle) / (b.total - a.total) : NaN;
   };
 }
@@ -207,30 +246,63 @@ interface CreationResult {
   seconds: number;
   latencies: number[];
   failures: number;
+  /** CPU time of the API process per document created (its process_cpu_seconds_total over the run). */
+  apiCpuMsPerDocument: number;
+  /** CPU time of the Temporal dev server per document (its workflow starts). */
+  temporalCpuMsPerDocument: number;
+  /** CPU time of the whole machine per document (every process: the API, PostgreSQL, Temporal, the client, and anything else running). */
+  machineCpuMsPerDocument: number;
+}
+
+/** The API process's CPU time so far (s), from its Prometheus metrics. */
+async function apiCpuSeconds(api: BenchApi): Promise<number> {
+  const res = await fetch(`${api.url}/metrics`, { headers: { 'X-API-Key': testStack().adminApiKey } });
+  const text = await res.text();
+  const value = /^process_cpu_seconds_total (\S+)$/m.exec(text)?.[1];
+  return value === undefined ? NaN : Number(value);
 }
 
 /** (b) `CLIENTS` clients sending `request` back to back for CREATE_SECONDS after a warm-up second. */
-async function creation(label: string, docsPerRequest: number, request: () => Promise<Response>): Promise<CreationResult> {
+async function creation(api: BenchApi, label: string, docsPerRequest: number, request: () => Promise<Response>): Promise<CreationResult> {
   const latencies: number[] = [];
   let failures = 0;
+  let firstFailure = '';
+  /** The API's and the machine's CPU time when the warm-up ended. */
+  const atWarm: { api?: Promise<number>; machine?: ReturnType<typeof machineTicks>; temporal?: number } = {};
+  const temporalPid = temporalServerPid();
   const warmUntil = performance.now() + 1000;
   const endAt = warmUntil + CREATE_SECONDS * 1000;
   await Promise.all(
     Array.from({ length: CLIENTS }, async () => {
       while (performance.now() < endAt) {
         const t = performance.now();
+        if (t >= warmUntil) {
+          atWarm.api ??= apiCpuSeconds(api);
+          atWarm.machine ??= machineTicks();
+          atWarm.temporal ??= processCpuMs(temporalPid);
+        }
         const res = await request();
-        await res.arrayBuffer();
+        const body = await res.arrayBuffer();
         const ms = performance.now() - t;
         if (t >= warmUntil) {
           if (res.status === 200 || res.status === 201) latencies.push(ms);
-          else failures++;
+          else {
+            failures++;
+            firstFailure ||= `${res.status} ${Buffer.from(body).toString('utf8').slice(0, 300)}`;
+          }
         }
       }
     }),
   );
+  const machineEnd = machineTicks();
+  const temporalMs = processCpuMs(temporalPid) - (atWarm.temporal ?? NaN);
+  const cpu = (await apiCpuSeconds(api)) - (await (atWarm.api ?? Promise.resolve(NaN)));
+  const busyTicks = atWarm.machine ? machineEnd.total - machineEnd.idle - (atWarm.machine.total - atWarm.machine.idle) : NaN;
+  const machineBusyMs = (busyTicks * 1000) / TICKS_PER_SECOND;
+  if (firstFailure) console.error(`${label}: ${failures} failed, the first: ${firstFailure}`);
   const seconds = CREATE_SECONDS;
-  return { label, documents: latencies.length * docsPerRequest, requests: latencies.length, seconds, latencies, failures };
+  const documents = latencies.length * docsPerRequest;
+  return { label, documents, requests: latencies.length, seconds, latencies, failures, apiCpuMsPerDocument: (cpu * 1000) / documents, temporalCpuMsPerDocument: temporalMs / documents, machineCpuMsPerDocument: machineBusyMs / documents };
 }
 
 async function timedGets(url: string, key: string, n: number): Promise<{ p50: number; p99: number; bytes: number }> {
@@ -248,6 +320,63 @@ async function timedGets(url: string, key: string, n: number): Promise<{ p50: nu
   return { p50: percentile(ms, 50), p99: percentile(ms, 99), bytes };
 }
 
+/** (b) Document creation by CLIENTS concurrent clients, no worker running: the table's rows. */
+async function creationRuns(api: BenchApi): Promise<string[]> {
+  const kbB = await newKnowledgeBase(api);
+  const file = 'A short note of about two hundred characters, created to measure how fast the service accepts new documents and starts their workflows. It is plain text.\n';
+  const single = await creation(api, 'single file upload (POST /api/documents)', 1, () => {
+    const fd = new FormData();
+    fd.append('type', 'file');
+    fd.append('folder', kbB.folder);
+    fd.append('use_original_as_rewritten', 'true');
+    fd.append('file', new Blob([file]), 'note.txt');
+    return fetch(`${api.url}/api/documents/${kbB.name}/${kbB.kb}`, { method: 'POST', headers: { 'X-API-Key': kbB.key }, body: fd });
+  });
+  let u = 0;
+  const singleUrl = await creation(api, 'single URL document (POST /api/documents, type=url)', 1, () => {
+    const fd = new FormData();
+    fd.append('type', 'url');
+    fd.append('folder', kbB.folder);
+    fd.append('url', `https://example.org/bench/single/${u++}`);
+    return fetch(`${api.url}/api/documents/${kbB.name}/${kbB.kb}`, { method: 'POST', headers: { 'X-API-Key': kbB.key }, body: fd });
+  });
+  let n = 0;
+  const empty = await creation(api, 'empty document (POST .../empty)', 1, () => {
+    const fd = new FormData();
+    fd.append('folder', kbB.folder);
+    fd.append('name', `empty-${n++}`);
+    fd.append('type', 'file');
+    return fetch(`${api.url}/api/documents/${kbB.name}/${kbB.kb}/empty`, { method: 'POST', headers: { 'X-API-Key': kbB.key }, body: fd });
+  });
+  const batched = await creation(api, `batch file upload, ${UPLOAD_BATCH} files a request`, UPLOAD_BATCH, () => {
+    const fd = new FormData();
+    fd.append('folder', kbB.folder);
+    fd.append('use_original_as_rewritten', 'true');
+    for (let i = 0; i < UPLOAD_BATCH; i++) fd.append('files', new Blob([file]), `note-${i}.txt`);
+    return fetch(`${api.url}/api/documents/${kbB.name}/${kbB.kb}/files/batch`, { method: 'POST', headers: { 'X-API-Key': kbB.key }, body: fd });
+  });
+  const urlStarted = performance.now();
+  const urlRes = await fetch(`${api.url}/api/documents/${kbB.name}/${kbB.kb}/batch`, {
+    method: 'POST',
+    headers: { 'X-API-Key': kbB.key, 'content-type': 'application/json' },
+    body: JSON.stringify({ folder: kbB.folder, urls: Array.from({ length: 1000 }, (_, i) => `https://example.org/bench/${i}`) }),
+  });
+  const urlBody = (await urlRes.json()) as { summary: { succeeded: number } };
+  const urlMs = performance.now() - urlStarted;
+
+  const creationRow = (r: CreationResult) =>
+    `| ${r.label} | ${r.requests} | ${r.documents} | ${fmt(r.documents / r.seconds, 0)} | ${fmt(percentile(r.latencies, 50))} | ${fmt(percentile(r.latencies, 99))} | ${fmt(r.apiCpuMsPerDocument, 2)} | ${fmt(r.temporalCpuMsPerDocument, 2)} | ${fmt(r.machineCpuMsPerDocument, 2)} | ${r.failures} |`;
+  return [
+    '| Request | Requests | Documents | Documents/s | p50 (ms) | p99 (ms) | API CPU per document (ms) | Temporal server CPU per document (ms) | Machine CPU per document (ms) | Failed |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    creationRow(single),
+    creationRow(singleUrl),
+    creationRow(empty),
+    creationRow(batched),
+    `| batch URL import, one request of 1,000 URLs | 1 | ${urlBody.summary.succeeded} | ${fmt(urlBody.summary.succeeded / (urlMs / 1000), 0)} | ${fmt(urlMs)} (the request) | | | | | ${1000 - urlBody.summary.succeeded} |`,
+  ];
+}
+
 async function main() {
   const runStarted = new Date();
   const stack = await startBenchStack();
@@ -255,18 +384,24 @@ async function main() {
   const corpus = generateCorpus(DOCUMENTS);
   const corpusChars = corpus.reduce((n, d) => n + d.text.length, 0);
   const apiEnv = { REQUESTS_PER_MINUTE_KNOWLEDGE_BASE: '0' };
+  const apiNodeArgs = API_CPU_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${path.resolve(API_CPU_PROFILE_DIR)}`] : [];
   let api: BenchApi | null = null;
   let worker: RunningWorker | null = null;
   const lines: string[] = [];
   try {
     const quietBefore = await idleBusy();
     const loadStart = load();
-    api = await startApiProcess(apiEnv);
+    api = await startApiProcess(apiEnv, apiNodeArgs);
 
     if (SYSTEM_ONLY) {
       worker = await startWorker({});
       const s = await throughSystem(api, worker, corpus);
       console.error(`through the system: ${fmt(s.ms / 1000)} s for ${DOCUMENTS} documents, ${s.chunks} chunks, ${s.failed} failed (results not written: BENCH_ONLY=system)`);
+      return;
+    }
+    if (CREATION_ONLY) {
+      const rows = await creationRuns(api);
+      console.error(`load average ${loadStart} at the start, ${load()} at the end; ${CLIENTS} clients, ${CREATE_SECONDS} s each (results not written: BENCH_ONLY=creation)\n${rows.join('\n')}`);
       return;
     }
     // (a) in process first, then through the system, then in process again: load from outside
@@ -286,39 +421,7 @@ async function main() {
     const loadAfterA = load();
 
     // (b) creation, no worker running.
-    const kbB = await newKnowledgeBase(api);
-    const file = 'A short note of about two hundred characters, created to measure how fast the service accepts new documents and starts their workflows. It is plain text.\n';
-    const single = await creation('single file upload (POST /api/documents)', 1, () => {
-      const fd = new FormData();
-      fd.append('type', 'file');
-      fd.append('folder', kbB.folder);
-      fd.append('use_original_as_rewritten', 'true');
-      fd.append('file', new Blob([file]), 'note.txt');
-      return fetch(`${api!.url}/api/documents/${kbB.name}/${kbB.kb}`, { method: 'POST', headers: { 'X-API-Key': kbB.key }, body: fd });
-    });
-    let n = 0;
-    const empty = await creation('empty document (POST .../empty)', 1, () => {
-      const fd = new FormData();
-      fd.append('folder', kbB.folder);
-      fd.append('name', `empty-${n++}`);
-      fd.append('type', 'file');
-      return fetch(`${api!.url}/api/documents/${kbB.name}/${kbB.kb}/empty`, { method: 'POST', headers: { 'X-API-Key': kbB.key }, body: fd });
-    });
-    const batched = await creation(`batch file upload, ${UPLOAD_BATCH} files a request`, UPLOAD_BATCH, () => {
-      const fd = new FormData();
-      fd.append('folder', kbB.folder);
-      fd.append('use_original_as_rewritten', 'true');
-      for (let i = 0; i < UPLOAD_BATCH; i++) fd.append('files', new Blob([file]), `note-${i}.txt`);
-      return fetch(`${api!.url}/api/documents/${kbB.name}/${kbB.kb}/files/batch`, { method: 'POST', headers: { 'X-API-Key': kbB.key }, body: fd });
-    });
-    const urlStarted = performance.now();
-    const urlRes = await fetch(`${api.url}/api/documents/${kbB.name}/${kbB.kb}/batch`, {
-      method: 'POST',
-      headers: { 'X-API-Key': kbB.key, 'content-type': 'application/json' },
-      body: JSON.stringify({ folder: kbB.folder, urls: Array.from({ length: 1000 }, (_, i) => `https://example.org/bench/${i}`) }),
-    });
-    const urlBody = (await urlRes.json()) as { summary: { succeeded: number } };
-    const urlMs = performance.now() - urlStarted;
+    const b = await creationRuns(api);
     const loadAfterB = load();
 
     // (c) listings at LISTED documents: created by batch URL imports (their workflows wait: no worker).
@@ -340,8 +443,6 @@ async function main() {
     const dataPage = await timedGets(`${data}?limit=100`, kbC.key, 100);
     const loadEnd = load();
 
-    const creationRow = (r: CreationResult) =>
-      `| ${r.label} | ${r.requests} | ${r.documents} | ${fmt(r.documents / r.seconds, 0)} | ${fmt(percentile(r.latencies, 50))} | ${fmt(percentile(r.latencies, 99))} | ${r.failures} |`;
     lines.push(
       `Run ${runStarted.toISOString()} (\`npm run bench:ingestion\`), ${os.availableParallelism()} cores, Node ${process.version}; Temporal dev server, Weaviate 1.39 and PostgreSQL 15 on the same machine (the test stack); the API and the worker are their own processes, the client is the benchmark's. Encoder: the local USE-lite on the WASM backend in ${threads} worker thread(s) (EMBEDDING_LOCAL_THREADS), worker at its defaults (WORKER_MAX_ACTIVITIES 32, EMBEDDING_BATCH_CHUNKS 64).`,
       `Load: ${Math.round(quietBefore * 100)} % of the cores busy in the 2 s before the run (nothing of the benchmark running); load average ${loadStart} at the start, ${loadAfterA} after (a), ${loadAfterB} after (b), ${loadEnd} at the end; ${Math.round(stackBusy * 100)} % of the cores busy during the ingestion through the system.`,
@@ -356,14 +457,9 @@ async function main() {
       '',
       `Extraction alone took ${fmt(a1.extractMs / DOCUMENTS)} ms a document in process (the corpus is Markdown, decoded without a thread; parsed formats take one bounded thread each, lib/digitization/extractors/isolated.ts).`,
       '',
-      `**(b) Document creation, ${CLIENTS} concurrent clients**, ${CREATE_SECONDS} s each after a 1 s warm-up; a request's time is from sending it to its answer, which comes after the document's workflow has started. No worker ran.`,
+      `**(b) Document creation, ${CLIENTS} concurrent clients**, ${CREATE_SECONDS} s each after a 1 s warm-up; a request's time is from sending it to its answer, which comes after the document's workflow has started. No worker ran. CPU per document: of the API process (its \`process_cpu_seconds_total\`), of the Temporal dev server (/proc), and of the whole machine (the API, PostgreSQL, the Temporal dev server, this client, and whatever else ran meanwhile): ${os.availableParallelism()} cores divided by it is the most documents a second the machine could create.`,
       '',
-      '| Request | Requests | Documents | Documents/s | p50 (ms) | p99 (ms) | Failed |',
-      '|---|---:|---:|---:|---:|---:|---:|',
-      creationRow(single),
-      creationRow(empty),
-      creationRow(batched),
-      `| batch URL import, one request of 1,000 URLs | 1 | ${urlBody.summary.succeeded} | ${fmt(urlBody.summary.succeeded / (urlMs / 1000), 0)} | ${fmt(urlMs)} (the request) | | ${1000 - urlBody.summary.succeeded} |`,
+      ...b,
       '',
       `**(c) Listings of a knowledge base of ${LISTED.toLocaleString('en')} documents** (URL documents whose workflows wait; one request at a time; 20 requests for whole listings, 100 for pages).`,
       '',
