@@ -70,6 +70,9 @@ const pathLimits: PathLimit[] = [
 export function createApp(deps: ApiDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  // No ETag: Express would hash every JSON answer (a 10,000-document listing is 12 MB) for a
+  // conditional GET no client of these interfaces makes.
+  app.disable('etag');
   app.set('query parser', 'simple');
   // Requests per key per minute on every interface, shared by all replicas (api/http/rate-limits.ts);
   // a key already over its limit is refused here, first of all, before its key is even looked up.
