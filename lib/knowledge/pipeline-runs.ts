@@ -27,6 +27,8 @@ export interface PipelineStartDeps {
 
 /** How long a request waits for the run it replaces (or that is closing) to close. */
 const CLOSE_WAIT_MS = 15_000;
+/** How long a run whose document already looks idle is given to close (a run between two steps can look idle too). */
+const IDLE_CLOSE_WAIT_MS = 5_000;
 
 /** Statuses of a run that has done all it will do; it closes on its own within moments. */
 const finished: ReadonlySet<PipelineStatus> = new Set(['completed', 'cancelled', 'superseded']);
@@ -79,11 +81,19 @@ async function runStatus(temporal: Client, workflowId: string): Promise<Pipeline
  * stand down (`supersede`) and awaited; a run that has finished is let close. A run that is working
  * or that an operator paused answers 409.
  */
-export async function standDownWaitingRun(temporal: Client, documentId: string): Promise<void> {
+export async function standDownWaitingRun(temporal: Client, documentId: string, document?: { inQueues: string[]; processingError: string | null }): Promise<void> {
   const workflowId = documentWorkflowId(documentId);
   const status = await runStatus(temporal, workflowId);
   if (status === null) return;
   const busy = () => conflict(`document ${documentId} is being processed (pipeline status: ${status}); try again when it has finished`, { pipeline_status: status });
+  // A document that shows no queued work and no error while its run still says running: the run has
+  // done its last step and is closing (its status follows the document by a workflow task, longer
+  // on a busy machine). It is let close rather than answered 409.
+  const closing = status === 'running' && document && document.inQueues.length === 0 && document.processingError === null;
+  if (closing) {
+    if (await waitUntilClosed(temporal, workflowId, IDLE_CLOSE_WAIT_MS)) return;
+    throw busy();
+  }
   if (!finished.has(status) && !waiting.has(status)) throw busy();
   if (waiting.has(status)) await temporal.workflow.getHandle(workflowId).signal(supersedeSignal, 'a new request of the user replaces this run');
   if (!(await waitUntilClosed(temporal, workflowId, CLOSE_WAIT_MS))) throw busy();

@@ -30,7 +30,7 @@ type DocumentRow = NonNullable<Awaited<ReturnType<Db['document']['findUnique']>>
  */
 async function startPipeline(deps: QueueDeps, doc: DocumentRow, partner: string, steps: PipelineStep[], options: { requestCharacterLimit?: number | null; rewrite?: RewriteRequest }) {
   const input = { documentId: doc.id, knowledgeBaseId: doc.knowledgeBaseId, partner, steps, requestCharacterLimit: options.requestCharacterLimit ?? null, rewrite: options.rewrite };
-  await standDownWaitingRun(deps.temporal, doc.id);
+  await standDownWaitingRun(deps.temporal, doc.id, doc);
   // Shown queued at once; the run's first activity takes the markers over.
   const queue = queueOfStep[steps[0]!];
   await deps.db.$transaction([

@@ -40,7 +40,7 @@ export type ContentUpdateResult =
  */
 async function makeWayForUpdate(temporal: Client, doc: DocumentRow): Promise<void> {
   if (doc.deletionRequestedAt) throw conflict(`document ${doc.id} is being deleted`);
-  await standDownWaitingRun(temporal, doc.id);
+  await standDownWaitingRun(temporal, doc.id, doc);
 }
 
 async function submittedText(deps: ContentDeps, type: EditableContentVersion, update: ContentUpdate): Promise<string> {
