@@ -74,11 +74,23 @@ function cjkBigrams(text: string): string[] {
   return out;
 }
 
+/** Whether a lower-cased word is a function word of any of the languages. */
+export function functionWordOf(language: string | string[]): (word: string) => boolean {
+  const stops = (Array.isArray(language) ? language : [language]).map((l) => functionWordSets.get(l)).filter((s) => s !== undefined);
+  return (word) => stops.some((stop) => stop.has(word));
+}
+
 /** Lower-cased words without function words of the language (unstemmed): the n-gram vector's input. */
 export function contentWords(text: string, language: string | string[]): string[] {
-  const stops = (Array.isArray(language) ? language : [language]).map((l) => functionWordSets.get(l)).filter((s) => s !== undefined);
-  const words = (text.replace(cjkRun, ' ').match(wordPattern) ?? []).flatMap((raw) => [raw.toLowerCase(), ...identifierParts(raw).filter((p) => p.length > 1)]);
-  return words.filter((w) => !stops.some((stop) => stop.has(w)));
+  const isFunctionWord = functionWordOf(language);
+  // A plain loop: the re-scoring reads the opening of every search candidate with it.
+  const words: string[] = [];
+  for (const raw of text.replace(cjkRun, ' ').match(wordPattern) ?? []) {
+    const word = raw.toLowerCase();
+    if (!isFunctionWord(word)) words.push(word);
+    for (const part of identifierParts(raw)) if (part.length > 1 && !isFunctionWord(part)) words.push(part);
+  }
+  return words;
 }
 
 /**
@@ -87,6 +99,8 @@ export function contentWords(text: string, language: string | string[]): string[
  * ordinary word. Words joined by `_`, `.` or `-` are already separate words.
  */
 export function identifierParts(word: string): string[] {
+  // Most words are plain lower-case letters: no boundary to look for.
+  if (!/[\p{Lu}\p{N}]/u.test(word)) return [];
   const chars = [...word];
   const kind = (c: string | undefined) => (c === undefined ? '' : /\p{N}/u.test(c) ? 'n' : /\p{Lu}/u.test(c) ? 'U' : 'l');
   const parts: string[] = [];
