@@ -182,7 +182,7 @@ const ragHit = {
   document_id: { type: 'string', format: 'uuid' },
   document_name: { type: 'string' },
   chunk_index: { type: 'integer' },
-  score: { type: 'number', description: 'Streams: cosine similarity (dense, sparse) or BM25 score. combined_results: the fused score' },
+  score: { type: 'number', description: 'Streams: cosine similarity (dense, sparse) or BM25 score. combined_results: the fused score, re-scoring included' },
   text: { type: 'string' },
   chunk_id: { type: 'string', description: 'Administrator only' },
 };
@@ -192,12 +192,13 @@ export const ragSearchResponse: JsonSchema = {
   type: 'object',
   description:
     'Retrieval diagnostics. Each combined result says why it ranks where it does: its rank (`retrievers`) and score (`stream_scores`) in every stream that found it, ' +
-    'and what each stream added to its fused score (`contributions`, which add up to `score` together with the `replaced_*` ones). With a re-ranker, ' +
+    'what each stream added to its fused score (`contributions`), and what the learned re-scoring\'s features added (`feature_contributions`); ' +
+    'with the `replaced_*` ones they add up to `score`. With a re-ranker, ' +
     'combined_results are ordered by `rerank_score` and `fused_rank` keeps the position the fusion gave.',
   properties: {
     config: {
       type: 'object',
-      description: 'Effective settings: top_k, search_multiplier, candidates_per_stream, fusion (score or rrf), fusion_formula, rrf_k, rrf_weight_dense/sparse/bm25 (the stream weights of either fusion), query_weight_original/replaced, character_replacement_name, retrievers, sparse_representation, bm25_query_languages, rerank ({model, candidates, priced} or null); administrator only: collection, collection_overridden, default_collection, knowledge_base_id, embedding_profile',
+      description: 'Effective settings: top_k, search_multiplier, candidates_per_stream, fusion (score or rrf), fusion_formula, rrf_k, rrf_weight_dense/sparse/bm25 (the stream weights of either fusion), query_weight_original/replaced, character_replacement_name, retrievers, sparse_representation, bm25_query_languages, rescoring ({features, weights, unit} or null when RETRIEVAL_RESCORING=off), rerank ({model, candidates, priced} or null); administrator only: collection, collection_overridden, default_collection, knowledge_base_id, embedding_profile',
     },
     query: { type: 'string' },
     query_variants: { type: 'array', items: { type: 'object', properties: { name: { type: 'string', enum: ['original', 'replaced'] }, text: { type: 'string' }, weight: { type: 'number' } } } },
@@ -216,7 +217,12 @@ export const ragSearchResponse: JsonSchema = {
           replaced_retrievers: streamRanks,
           replaced_stream_scores: streamRanks,
           replaced_contributions: streamRanks,
-          fused_rank: { type: 'integer', description: 'Position in the fused ranking (before re-ranking)' },
+          features: { type: 'object', description: 'The learned re-scoring\'s features of the chunk for the original query: name_match and lead_match, each from 0 to 1', additionalProperties: { type: 'number' } },
+          feature_contributions: { type: 'object', description: 'What each feature added to `score`: unit · weight · value', additionalProperties: { type: 'number' } },
+          replaced_features: { type: 'object', additionalProperties: { type: 'number' } },
+          replaced_feature_contributions: { type: 'object', additionalProperties: { type: 'number' } },
+          fused_rank: { type: 'integer', description: 'Position in the fused ranking, re-scoring included (before re-ranking)' },
+          rank_without_rescoring: { type: 'integer', description: 'Position the streams alone gave it, before the learned re-scoring' },
           rerank_score: { type: 'number', description: 'The re-ranker\'s relevance score, for results it scored' },
         },
       },
@@ -224,7 +230,7 @@ export const ragSearchResponse: JsonSchema = {
     rerank: { type: 'object', description: 'When re-ranking ran: {model, candidates, tokens}', properties: { model: { type: 'string' }, candidates: { type: 'integer' }, tokens: { type: ['integer', 'null'] } } },
     rerank_skipped: { type: 'string', description: 'A configured re-ranker was not used: BUDGET_BLOCKED:<reason>: <detail> (the KB cannot hold the call) or RERANK_FAILED: <message>; the fused order is kept' },
     supported_bm25_languages: { type: 'array', items: { type: 'object', properties: { code: { type: 'string' }, name: { type: 'string' }, analysis: { type: 'string' } } } },
-    timings_ms: { type: 'object', description: 'embed_query, search, fuse, rerank (when it ran), total' },
+    timings_ms: { type: 'object', description: 'embed_query, search, fuse, rescore (when it ran), rerank (when it ran), total' },
     total_results: { type: 'integer' },
     dense_skipped: { type: 'string', description: 'BUDGET_BLOCKED:<reason>: <detail> when the paid query embedding did not fit the KB budget' },
   },

@@ -327,6 +327,8 @@ export interface RetrievalConfig {
   fusion: 'score' | 'rrf';
   /** RETRIEVAL_WEIGHT_DENSE / _SPARSE / _BM25; null: the built-in default chosen on the evaluation sets. */
   weights: { dense: number | null; sparse: number | null; bm25: number | null };
+  /** RETRIEVAL_RESCORING: the learned re-scoring after fusion (name and opening of each candidate) on or off. */
+  rescoring: boolean;
   /** RERANK_BASE_URL and the rest; null: no cross-encoder re-ranking. */
   reranker: RerankerSettings | null;
 }
@@ -786,9 +788,12 @@ function retrievalSettings(env: Env): RetrievalConfig {
   } else if (env.RERANK_MODEL || env.RERANK_API_KEY) {
     throw new ConfigError('RERANK_MODEL and RERANK_API_KEY need RERANK_BASE_URL (the server speaking the /rerank protocol)');
   }
+  const rescoring = env.RETRIEVAL_RESCORING || 'on';
+  if (rescoring !== 'on' && rescoring !== 'off') throw new ConfigError(`RETRIEVAL_RESCORING must be on or off, got ${JSON.stringify(rescoring)}`);
   return {
     fusion,
     weights: { dense: weight('RETRIEVAL_WEIGHT_DENSE'), sparse: weight('RETRIEVAL_WEIGHT_SPARSE'), bm25: weight('RETRIEVAL_WEIGHT_BM25') },
+    rescoring: rescoring === 'on',
     reranker,
   };
 }

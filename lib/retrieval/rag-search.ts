@@ -8,7 +8,8 @@ import type { EmbeddingProvider } from '../providers/embeddings.js';
 import { chunkClassFor, type SearchHit, type VectorIndex } from '../providers/vector-index.js';
 import { findKnowledgeBase } from '../knowledge/lookup.js';
 import { supportedBm25Languages } from './language-analysis.js';
-import { retrievalDefaults, searchKnowledgeBase, streamNames, type FusionMethod, type RetrievalSettings, type StreamName } from './hybrid-search.js';
+import { fusionUnit, retrievalDefaults, searchKnowledgeBase, streamNames, type FusionMethod, type RetrievalSettings, type StreamName } from './hybrid-search.js';
+import { rescoringFeatures } from './rescoring.js';
 import { rerankStage, type RerankOutcome } from './rerank.js';
 
 export interface RagSearchRequest {
@@ -86,7 +87,7 @@ export interface KnowledgeSearchOptions {
 /** Spreads only defined values, so a partial override never erases a default. */
 const defined = <T extends object>(o: T | undefined): Partial<T> => Object.fromEntries(Object.entries(o ?? {}).filter(([, v]) => v !== undefined)) as Partial<T>;
 
-/** The defaults of this process: the built-in ones, with RETRIEVAL_FUSION / RETRIEVAL_WEIGHT_* applied. */
+/** The defaults of this process: the built-in ones, with RETRIEVAL_FUSION / RETRIEVAL_WEIGHT_* / RETRIEVAL_RESCORING applied. */
 export function configuredDefaults(config?: Pick<Config, 'retrieval'>): RetrievalSettings {
   const r = config?.retrieval;
   const w = retrievalDefaults.weights;
@@ -94,6 +95,7 @@ export function configuredDefaults(config?: Pick<Config, 'retrieval'>): Retrieva
     ...retrievalDefaults,
     fusion: r?.fusion ?? retrievalDefaults.fusion,
     weights: { dense: r?.weights.dense ?? w.dense, sparse: r?.weights.sparse ?? w.sparse, bm25: r?.weights.bm25 ?? w.bm25 },
+    rescoring: r?.rescoring === false ? null : retrievalDefaults.rescoring,
   };
 }
 
@@ -107,6 +109,7 @@ function settingsFrom(options: KnowledgeSearchOptions, config?: Pick<Config, 're
     weights: { ...defaults.weights, ...defined(options.weights) },
     queryWeights: { ...retrievalDefaults.queryWeights, ...defined(options.queryWeights) },
     characterReplacementName: options.characterReplacementName ?? null,
+    rescoring: defaults.rescoring,
   };
 }
 
@@ -198,8 +201,11 @@ export async function ragSearch(deps: RagDeps, req: RagSearchRequest, isAdmin: b
     retrievers: h.ranks.original ?? {},
     stream_scores: h.streamScores.original ?? {},
     contributions: h.contributions.original ?? {},
+    ...(h.features.original ? { features: h.features.original, feature_contributions: h.featureContributions.original } : {}),
     ...(h.ranks.replaced ? { replaced_retrievers: h.ranks.replaced, replaced_stream_scores: h.streamScores.replaced ?? {}, replaced_contributions: h.contributions.replaced ?? {} } : {}),
+    ...(h.features.replaced ? { replaced_features: h.features.replaced, replaced_feature_contributions: h.featureContributions.replaced } : {}),
     fused_rank: h.fusedRank,
+    rank_without_rescoring: h.rankWithoutRescoring,
     ...('rerankScore' in h && h.rerankScore !== undefined ? { rerank_score: h.rerankScore } : {}),
   });
   const streamsOf = (v: (typeof outcome.variants)[number]) =>
@@ -213,7 +219,7 @@ export async function ragSearch(deps: RagDeps, req: RagSearchRequest, isAdmin: b
       search_multiplier: settings.searchMultiplier,
       candidates_per_stream: settings.topK * settings.searchMultiplier,
       fusion: settings.fusion,
-      fusion_formula: fusionFormulas[settings.fusion],
+      fusion_formula: fusionFormulas[settings.fusion] + (settings.rescoring ? rescoringFormula : ''),
       rrf_k: settings.rrfK,
       rrf_weight_dense: settings.weights.dense,
       rrf_weight_sparse: settings.weights.sparse,
@@ -221,6 +227,7 @@ export async function ragSearch(deps: RagDeps, req: RagSearchRequest, isAdmin: b
       query_weight_original: settings.queryWeights.original,
       query_weight_replaced: settings.queryWeights.replaced,
       character_replacement_name: settings.characterReplacementName,
+      rescoring: settings.rescoring ? { features: [...rescoringFeatures], weights: settings.rescoring, unit: fusionUnit(settings.fusion, settings.rrfK) } : null,
       retrievers: [...streamNames],
       sparse_representation: 'hashed character 3-5-grams of content words and identifier parts, sublinear tf, cosine',
       bm25_query_languages: languages,
@@ -250,6 +257,9 @@ export async function ragSearch(deps: RagDeps, req: RagSearchRequest, isAdmin: b
 }
 
 const round = (ms: number) => Math.round(ms * 100) / 100;
+
+/** What the learned re-scoring adds (rescoring.ts), when it is on. */
+const rescoringFormula = ' + unit · Σ_variant w_variant · Σ_feature w_feature · feature (name_match, lead_match)';
 
 /** How `score` of combined_results is computed, per fusion (the response's config says which). */
 const fusionFormulas: Record<FusionMethod, string> = {

@@ -56,16 +56,27 @@ describe('hybrid retrieval and embedding endpoints', function () {
     assert.equal(typeof exact.body.timings_ms.total, 'number');
     assert.deepEqual(exact.body.config.retrievers, ['dense', 'sparse', 'bm25']);
     assert.equal(exact.body.config.top_k, 12);
-    // Why each result ranks where it does: its rank and score in every stream that found it, and
-    // what each stream added to its fused score (the parts add up to `score`).
+    // Why each result ranks where it does: its rank and score in every stream that found it, what
+    // each stream added to its fused score, and what the re-scoring features added (the parts add up to `score`).
     assert.equal(exact.body.config.fusion, 'score');
     assert.match(exact.body.config.fusion_formula, /best − weakest/);
+    assert.match(exact.body.config.fusion_formula, /name_match, lead_match/);
+    const rescoring = exact.body.config.rescoring;
+    assert.deepEqual(rescoring.features, ['name_match', 'lead_match']);
+    assert.equal(rescoring.unit, 1, 'score fusion: a weight-1 stream gives its best candidate 1');
+    assert.equal(typeof exact.body.timings_ms.rescore, 'number');
     for (const [i, r] of (exact.body.combined_results as Array<Record<string, any>>).entries()) {
       assert.deepEqual(Object.keys(r.contributions).sort(), Object.keys(r.retrievers).sort());
       assert.deepEqual(Object.keys(r.stream_scores).sort(), Object.keys(r.retrievers).sort());
-      const sum = Object.values(r.contributions as Record<string, number>).reduce((a, b) => a + b, 0);
-      assert.ok(Math.abs(sum - r.score) < 1e-9, `contributions of result ${i} add up to its score`);
+      assert.deepEqual(Object.keys(r.features), ['name_match', 'lead_match']);
+      for (const f of ['name_match', 'lead_match']) {
+        assert.ok(r.features[f] >= 0 && r.features[f] <= 1, `${f} is a share`);
+        assert.ok(Math.abs(r.feature_contributions[f] - rescoring.unit * rescoring.weights[f] * r.features[f]) < 1e-12, `${f} contribution = unit · weight · value`);
+      }
+      const sum = [...Object.values(r.contributions as Record<string, number>), ...Object.values(r.feature_contributions as Record<string, number>)].reduce((a, b) => a + b, 0);
+      assert.ok(Math.abs(sum - r.score) < 1e-9, `stream and feature contributions of result ${i} add up to its score`);
       assert.equal(r.fused_rank, i + 1, 'without a re-ranker the order is the fused order');
+      assert.ok(Number.isInteger(r.rank_without_rescoring) && r.rank_without_rescoring >= 1);
       for (const [stream, rank] of Object.entries(r.retrievers as Record<string, number>)) {
         assert.equal(exact.body.streams[stream][rank - 1].score, r.stream_scores[stream], 'stream_scores are the scores in the streams');
       }
@@ -75,6 +86,7 @@ describe('hybrid retrieval and embedding endpoints', function () {
     assert.equal(rrf.body.config.fusion, 'rrf');
     const top = rrf.body.combined_results[0];
     assert.ok(Math.abs(top.contributions.bm25 - rrf.body.config.rrf_weight_bm25 / (rrf.body.config.rrf_k + top.retrievers.bm25)) < 1e-12, 'RRF contribution = weight / (k + rank)');
+    assert.equal(rrf.body.config.rescoring.unit, 1 / (rrf.body.config.rrf_k + 1), 'RRF: a weight-1 stream gives its first place 1 / (k + 1)');
     assert.equal((await search({ user_message: 'x', fusion: 'borda' })).status, 400);
     assert.equal((await search({ user_message: 'x', rerank: true })).status, 400, 'rerank: true needs a configured re-ranker');
 

@@ -11,7 +11,8 @@ import { testStack } from '../support/stack.js';
  * Issue #21's contract on data the defaults were not chosen on: on the held-out part of every
  * evaluation set (scripts/retrieval-eval-sets.ts, built here from Debian's python3-doc), indexed
  * and searched through the system's own code (bench/support/retrieval-harness.ts) with the
- * production defaults, the fused ranking is at least as good as the best single stream (nDCG@10).
+ * production defaults, the fused ranking (re-scoring included) is at least as good as the best
+ * single stream (nDCG@10), and by the issue's goal of 0.05 better.
  * The same parts and numbers as `npm run eval:retrieval` (bench/RESULTS.md); vectors of the local
  * encoder are cached in ~/.cache/dwb-eval, so only a machine's first run embeds.
  */
@@ -32,7 +33,7 @@ describe('retrieval quality on held-out evaluation sets', function () {
   });
 
   for (const name of ['python-api', 'python-docstrings']) {
-    it(`${name}: the fused ranking is at least as good as the best single stream on the held-out part`, async () => {
+    it(`${name}: the fused ranking beats the best single stream by at least 0.05 nDCG@10 on the held-out part`, async () => {
       const set = sets.find((s) => s.name === name)!;
       const deps = { index: index(), embedder };
       const part = await indexPart(deps, `${set.name}:heldout:test:${process.pid}`, set.heldout);
@@ -42,7 +43,9 @@ describe('retrieval quality on held-out evaluation sets', function () {
       const report = Object.entries(m).map(([k, v]) => `${k} nDCG@10 ${v.ndcg10.toFixed(3)} MRR ${v.mrr.toFixed(3)} recall@50 ${v.recall50.toFixed(3)}`).join('\n');
       const best = Math.max(...streamNames.map((s) => m[s].ndcg10));
       assert.equal(runs.length, set.heldout.queries.length);
-      assert.ok(m.fused.ndcg10 >= best, `${set.name} held-out (${set.heldout.documents.length} documents, ${runs.length} queries):\n${report}`);
+      const context = `${set.name} held-out (${set.heldout.documents.length} documents, ${runs.length} queries):\n${report}`;
+      assert.ok(m.fused.ndcg10 >= best, context);
+      assert.ok(m.fused.ndcg10 >= best + 0.05, `the goal of issue #21: fused at least 0.05 above the best stream\n${context}`);
     });
   }
 });
