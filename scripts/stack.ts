@@ -160,7 +160,21 @@ export async function startTemporal(o: TemporalOptions): Promise<ManagedProcess>
   if (o.dbFile) {
     fs.mkdirSync(path.dirname(o.dbFile), { recursive: true });
     args.push('--db-filename', o.dbFile);
+    // WAL instead of SQLite's rollback journal, fsynced at checkpoints instead of at every commit:
+    // server CPU per workflow start 9.4 -> 5.2 ms (-45 %), starts/s ~70 -> ~170 (3000 document
+    // starts from 32 callers, 2 shared cores, medians of 6 interleaved runs). What the server
+    // committed survives its crash or SIGKILL as before (the WAL is in the file system; tested:
+    // 400 of 400 starts after a SIGKILL); only a power loss or OS crash may drop its last commits
+    // (the file stays consistent; a document whose start was lost is started again by the
+    // reconciler). journal_mode sticks to the file; temporal.db-wal and -shm sit next to it.
+    args.push('--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal');
   }
+  // `start-dev` turns this on so that a search attribute created at run time is seen at once; it
+  // then reads the cluster metadata and the namespace from SQLite on every search attribute
+  // lookup (several per workflow start). Ours are all declared here, before the server starts,
+  // so the cached copies are never stale: server CPU per start -18 % in memory (the tests:
+  // 3.9 -> 3.3 ms) and -9 % on top of the pragmas with a file (5.2 -> 4.7 ms).
+  args.push('--dynamic-config-value', 'system.forceSearchAttributesCacheRefreshOnRead=false');
   for (const sa of searchAttributeDeclarations) args.push('--search-attribute', sa);
   const proc = manage('temporal', binaries.temporal, args, { logFile: o.logFile });
   await waitFor(
