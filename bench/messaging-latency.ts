@@ -17,8 +17,10 @@
  * gateway in its own process on this machine), `/v3` (the API with its settings' defaults, the
  * per-key request rate limit of api/http/rate-limits.ts included: it counts every request, with a
  * limit raised so that the benchmark's own traffic is not refused), `/v3, rate limit off` (a second
- * API process with REQUESTS_PER_MINUTE_MESSAGING=0: the gateway's own work) and, at 200 streams,
- * `/v3 (one key)` (all streams on one quota key).
+ * API process with REQUESTS_PER_MINUTE_MESSAGING=0: the gateway's own work), `/v3, provider after
+ * admission` (a third with MESSAGING_CALL_DURING_ADMISSION_SECONDS=0: the provider is called only once
+ * the quota hold is made, as before the overlap) and, at 200 streams, `/v3 (one key)` (all streams on
+ * one quota key).
  *
  * The paths take turns (one stream each at 1; one burst each at 50 and 200), so that a change of
  * the machine's load during the run falls on all of them alike. Through /v3 every request is
@@ -29,7 +31,7 @@
  *
  * Environment: BENCH_RUNS (streams per path at 1, default 150), BENCH_ROUNDS (bursts per path at 50
  * and 200, default 8), BENCH_TOKENS, BENCH_TOKEN_MS, BENCH_SKIP_ADMISSIONS=1, BENCH_NO_WRITE=1,
- * BENCH_CPU_PROFILE=1 (profile both API processes with --cpu-prof and write the profiles' summaries
+ * BENCH_CPU_PROFILE=1 (profile the API processes with --cpu-prof and write the profiles' summaries
  * as the section `hot-path-profile` instead of the results: profiling slows what it measures).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -155,7 +157,7 @@ function oneStream(agent: http.Agent, url: URL, key: string | null): Promise<Sam
   });
 }
 
-type PathName = 'direct' | 'bare proxy' | '/v3' | '/v3, rate limit off' | '/v3 (one key)';
+type PathName = 'direct' | 'bare proxy' | '/v3' | '/v3, rate limit off' | '/v3, provider after admission' | '/v3 (one key)';
 
 interface Row {
   concurrency: number;
@@ -317,6 +319,10 @@ function goalsTable(rows: Row[], admissions: BudgetSummary | null): string {
     lines.push(`| (rate limit off) added TTFT, 1 stream, p50 / p99 | ≤ ${goals.single.p50} / ≤ ${goals.single.p99} ms | ${fmt(added(1, 50, off))} / ${fmt(added(1, 99, off))} ms | ${verdict(added(1, 50, off), goals.single.p50)} / ${verdict(added(1, 99, off), goals.single.p99)} |`);
     lines.push(`| (rate limit off) added TTFT, 200 streams, p50 / p99 | ≤ ${goals.c200.p50} / ≤ ${goals.c200.p99} ms | ${fmt(added(200, 50, off))} / ${fmt(added(200, 99, off))} ms | ${verdict(added(200, 50, off), goals.c200.p50)} / ${verdict(added(200, 99, off), goals.c200.p99)} |`);
   }
+  const sequential: PathName = '/v3, provider after admission';
+  if (rows.some((r) => r.path === sequential)) {
+    lines.push(`| (provider called after the admission, MESSAGING_CALL_DURING_ADMISSION_SECONDS=0) added TTFT, 1 / 200 streams, p50 | | ${fmt(added(1, 50, sequential))} / ${fmt(added(200, 50, sequential))} ms | |`);
+  }
   if (rows.some((r) => r.path === 'bare proxy')) {
     lines.push(`| (floor: bare proxy) added TTFT, 1 stream / 200 streams, p50 | | ${fmt(added(1, 50, 'bare proxy'))} / ${fmt(added(200, 50, 'bare proxy'))} ms | |`);
   }
@@ -373,8 +379,9 @@ async function main() {
   const apis = [
     await startApi('api', { REQUESTS_PER_MINUTE_MESSAGING: process.env.REQUESTS_PER_MINUTE_MESSAGING ?? '1000000' }),
     await startApi('api-no-rate-limit', { REQUESTS_PER_MINUTE_MESSAGING: '0' }),
+    await startApi('api-no-overlap', { REQUESTS_PER_MINUTE_MESSAGING: process.env.REQUESTS_PER_MINUTE_MESSAGING ?? '1000000', MESSAGING_CALL_DURING_ADMISSION_SECONDS: '0' }),
   ];
-  const [api, apiOff] = apis as [(typeof apis)[0], (typeof apis)[0]];
+  const [api, apiOff, apiSequential] = apis as [(typeof apis)[0], (typeof apis)[0], (typeof apis)[0]];
   const rows: Row[] = [];
   let loadAfter: LoadReading;
   let measuringFrom = 0;
@@ -391,6 +398,7 @@ async function main() {
         { path: 'bare proxy', url: new URL(`${proxyUrl}/chat/completions`), keys: [null], pid: proxy.pid! },
         { path: '/v3', url: new URL(`${api.url}/v3/chat/completions`), keys, pid: api.child.pid! },
         { path: '/v3, rate limit off', url: new URL(`${apiOff.url}/v3/chat/completions`), keys, pid: apiOff.child.pid! },
+        { path: '/v3, provider after admission', url: new URL(`${apiSequential.url}/v3/chat/completions`), keys, pid: apiSequential.child.pid! },
       ];
       if (c === 200) targets.push({ path: '/v3 (one key)', url: new URL(`${api.url}/v3/chat/completions`), keys: [shared], pid: api.child.pid! });
       const measured = await measure(targets, c, provider.pid!);
@@ -412,14 +420,15 @@ async function main() {
       const files = fs.existsSync(a.profileDir) ? fs.readdirSync(a.profileDir).filter((f) => f.endsWith('.cpuprofile')) : [];
       // Start-up (module loading, the tokenizer, the language detector) is left out.
       const summary = files.length ? profileSummary(path.join(a.profileDir, files[0]!), { sinceUs: (measuringFrom - a.startedAt) * 1000, topFunctions: 25 }) : 'no profile was written';
-      return [`## ${a.name === 'api' ? '/v3 as configured (rate limit on)' : '/v3, rate limit off'}`, '', summary].join('\n');
+      const title = { api: '/v3 as configured (rate limit on)', 'api-no-rate-limit': '/v3, rate limit off', 'api-no-overlap': '/v3, provider after admission' }[a.name] ?? a.name;
+      return [`## ${title}`, '', summary].join('\n');
     });
     writeSection(
       'hot-path-profile',
       [
         '# Where the API processes spend their CPU (`BENCH_CPU_PROFILE=1 npm run bench:messaging`)',
         '',
-        `Run ${new Date().toISOString()} on ${machineLine()}. Before: ${describeLoad(loadBefore)}. After: ${describeLoad(loadAfter!)}. The run of the results above, with both API processes under \`node --cpu-prof\` (sampling slows them a little, so these latencies are only context). Self time of every sample from the first measured stream on (start-up left out). The profiler samples wall time: a thread descheduled inside a system call (on 2 cores shared by five processes and PostgreSQL) counts as that call's time, which is why \`writev\` (the socket writes of every relayed chunk) looks larger than its CPU cost. ${method}`,
+        `Run ${new Date().toISOString()} on ${machineLine()}. Before: ${describeLoad(loadBefore)}. After: ${describeLoad(loadAfter!)}. The run of the results above, with the API processes under \`node --cpu-prof\` (sampling slows them a little, so these latencies are only context). Self time of every sample from the first measured stream on (start-up left out). The profiler samples wall time: a thread descheduled inside a system call (on 2 cores shared by six processes and PostgreSQL) counts as that call's time, which is why \`writev\` (the socket writes of every relayed chunk) looks larger than its CPU cost. ${method}`,
         '',
         latencyTable(rows),
         '',
@@ -430,7 +439,7 @@ async function main() {
     const body = [
       '# Hot paths: the /v3 gateway and budget admission (`npm run bench:messaging`)',
       '',
-      `Run ${new Date().toISOString()} (${((Date.now() - started) / 1000).toFixed(0)} s) on ${machineLine()}. Before: ${describeLoad(loadBefore)}. After: ${describeLoad(loadAfter!)}. Client, fake provider, bare proxy and the two API processes (\`api/server.ts\`, LOG_LEVEL=info to a file) each in its own process; the admissions in a process of their own (bench/budget-admission.ts, its full section below), before the others started.`,
+      `Run ${new Date().toISOString()} (${((Date.now() - started) / 1000).toFixed(0)} s) on ${machineLine()}. Before: ${describeLoad(loadBefore)}. After: ${describeLoad(loadAfter!)}. Client, fake provider, bare proxy and the three API processes (\`api/server.ts\`, LOG_LEVEL=info to a file) each in its own process; the admissions in a process of their own (bench/budget-admission.ts, its full section below), before the others started.`,
       '',
       '## Goals',
       '',

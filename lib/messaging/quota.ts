@@ -99,6 +99,11 @@ interface KeyRoom {
 }
 const roomsOf = new WeakMap<Db, Map<string, KeyRoom>>();
 const MAX_KNOWN_ROOMS = 100_000;
+/** Holds this process is making right now, whatever their keys. */
+const holdsInFlight = new WeakMap<Db, number>();
+
+/** How many holds this process is waiting for the database to make (a burst of requests shows here). */
+export const holdsBeingMade = (db: Db): number => holdsInFlight.get(db) ?? 0;
 
 function roomOf(db: Db, quotaKeyId: string): KeyRoom {
   let rooms = roomsOf.get(db);
@@ -131,11 +136,13 @@ export async function reserveQuota(
   // row, sums its live holds and inserts this one.
   const room = roomOf(db, req.quotaKeyId);
   room.asking += tokens;
+  holdsInFlight.set(db, holdsBeingMade(db) + 1);
   let r: ReserveRow;
   try {
     r = await batchers(db).reserve.submit('reserve', { quota_key_id: req.quotaKeyId, operation_key: req.operationKey, endpoint: req.endpoint, tokens, hold_ms: Math.round(req.holdMs) });
   } finally {
     room.asking -= tokens;
+    holdsInFlight.set(db, holdsBeingMade(db) - 1);
   }
   if (r.remaining !== null) Object.assign(room, { remaining: Number(r.remaining), at: performance.now() });
   else room.at = -Infinity;
