@@ -87,8 +87,12 @@ async function flood(url: string, partner: string, key: string, ms: number, conn
 }
 
 /** Partner B's open loop: `rate` requests a second for `seconds`, each timed. */
-async function work(url: string, b: Partner, label: string, duration = seconds): Promise<{ latencies: number[]; statuses: Record<string, number>; created: number }> {
+const requestKinds = ['create an empty document', 'read it', 'list KBs', 'KB statistics'] as const;
+type Work = { latencies: number[]; byKind: Record<string, number[]>; statuses: Record<string, number>; created: number };
+
+async function work(url: string, b: Partner, label: string, duration = seconds): Promise<Work> {
   const latencies: number[] = [];
+  const byKind: Record<string, number[]> = {};
   const statuses: Record<string, number> = {};
   let created = 0;
   let lastDocument: string | null = null;
@@ -105,12 +109,15 @@ async function work(url: string, b: Partner, label: string, duration = seconds):
       (async () => {
         const t0 = performance.now();
         let res: Response;
-        if (step === 0) res = await fetch(`${url}/api/documents/${b.name}/${b.kb}/empty`, { method: 'POST', headers, body: createForm(`${label}-${i}`) });
-        else if (step === 1 && lastDocument) res = await fetch(`${url}/api/document/${b.name}/${b.kb}/${lastDocument}`, { headers });
-        else if (step === 2) res = await fetch(`${url}/api/knowledgebases/${b.name}`, { headers });
+        const kind = requestKinds[step === 1 && !lastDocument ? 3 : step]!;
+        if (kind === 'create an empty document') res = await fetch(`${url}/api/documents/${b.name}/${b.kb}/empty`, { method: 'POST', headers, body: createForm(`${label}-${i}`) });
+        else if (kind === 'read it') res = await fetch(`${url}/api/document/${b.name}/${b.kb}/${lastDocument}`, { headers });
+        else if (kind === 'list KBs') res = await fetch(`${url}/api/knowledgebases/${b.name}`, { headers });
         else res = await fetch(`${url}/api/kb-stats/${b.name}/${b.kb}`, { headers });
         const body = await res.text();
-        latencies.push(performance.now() - t0);
+        const took = performance.now() - t0;
+        latencies.push(took);
+        (byKind[kind] ??= []).push(took);
         statuses[res.status] = (statuses[res.status] ?? 0) + 1;
         if (res.status === 201) {
           created++;
@@ -120,7 +127,7 @@ async function work(url: string, b: Partner, label: string, duration = seconds):
     );
   }
   await Promise.all(inFlight);
-  return { latencies, statuses, created };
+  return { latencies, byKind, statuses, created };
 }
 
 async function documentsOf(partner: string): Promise<number> {
@@ -148,12 +155,13 @@ async function main() {
     // Warm-up: connections, the tokenizer, Prisma's first queries.
     const warm = await work(api.url, b, 'warm', 5);
 
-    const alone: Awaited<ReturnType<typeof work>> = { latencies: [], statuses: {}, created: 0 };
-    const loaded: Awaited<ReturnType<typeof work>> = { latencies: [], statuses: {}, created: 0 };
+    const alone: Work = { latencies: [], byKind: {}, statuses: {}, created: 0 };
+    const loaded: Work = { latencies: [], byKind: {}, statuses: {}, created: 0 };
     const floodStats = { counts: {} as Record<string, number>, created: 0, requests: 0, seconds: 0 };
     const perRound: string[] = [];
     const add = (into: typeof alone, from: typeof alone) => {
       into.latencies.push(...from.latencies);
+      for (const [k, v] of Object.entries(from.byKind)) (into.byKind[k] ??= []).push(...v);
       into.created += from.created;
       for (const [k, v] of Object.entries(from.statuses)) into.statuses[k] = (into.statuses[k] ?? 0) + v;
     };
@@ -201,6 +209,15 @@ The flood's refused requests are held by the tarpit (RATE_LIMIT_TARPIT_MS = 1000
 |---|---|---|---|---|---|---|
 | alone | ${alone.latencies.length} | ${ms(p(alone.latencies, 50))} | ${ms(p(alone.latencies, 95))} | ${ms(p(alone.latencies, 99))} | ${ms(Math.max(...alone.latencies))} | ${JSON.stringify(alone.statuses)} |
 | under A's flood | ${loaded.latencies.length} | ${ms(p(loaded.latencies, 50))} | ${ms(p(loaded.latencies, 95))} | ${ms(p(loaded.latencies, 99))} | ${ms(Math.max(...loaded.latencies))} | ${JSON.stringify(loaded.statuses)} |
+
+B's requests by kind, p50 / p99 ms:
+
+| Request | alone | under A's flood |
+|---|---|---|
+${requestKinds
+  .filter((k) => alone.byKind[k] || loaded.byKind[k])
+  .map((k) => `| ${k} | ${ms(p(alone.byKind[k] ?? [0], 50))} / ${ms(p(alone.byKind[k] ?? [0], 99))} | ${ms(p(loaded.byKind[k] ?? [0], 50))} / ${ms(p(loaded.byKind[k] ?? [0], 99))} |`)
+  .join('\n')}
 
 ${rounds} rounds of (alone, under the flood), latencies pooled per condition; ${perRound.join('; ')}.
 
