@@ -35,6 +35,9 @@ describe('chaos: ingestion survives killed workers and a restarted Temporal serv
       TEMPORAL_TASK_QUEUE: `chaos-${process.pid}`,
       RECONCILE_INTERVAL_SECONDS: '2',
       RECONCILE_GRACE_SECONDS: '20',
+      // The checks read all 200 documents one after another, faster than the default rate allows
+      // (200 requests in 10 s); the limit itself is tested in test/abuse.
+      REQUESTS_PER_MINUTE_KNOWLEDGE_BASE: '0',
     };
     api = await startApi(env);
     worker = await startWorker(env);
@@ -94,7 +97,11 @@ describe('chaos: ingestion survives killed workers and a restarted Temporal serv
     await uploading;
     assert.equal(ids.length, DOCUMENTS);
 
-    const read = async (id: string) => (await http('GET', `/api/document/${partner.name}/${kb}/${id}`, { key: partner.key })).body;
+    const read = async (id: string) => {
+      const res = await http('GET', `/api/document/${partner.name}/${kb}/${id}`, { key: partner.key });
+      assert.equal(res.status, 200, `GET document ${id}: ${JSON.stringify(res.body)}`);
+      return res.body;
+    };
     await eventually('every document embedded', async () => {
       const docs = await api.deps.db.document.findMany({ where: { id: { in: ids } }, select: { embeddingStatus: true } });
       return docs.length === DOCUMENTS && docs.every((d) => d.embeddingStatus === 'success');
