@@ -3,10 +3,10 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { loadConfig } from '../../lib/platform/config.js';
 import { createServices, type Services } from '../../lib/services.js';
-import { chunkRecord, prepareDocument } from '../../lib/retrieval/indexing.js';
 import { retrievalDefaults, searchKnowledgeBase, streamNames, type StreamName } from '../../lib/retrieval/hybrid-search.js';
 import { chunkClassFor } from '../../lib/providers/vector-index.js';
 import { systemEnv } from '../support/stack.js';
+import { indexText } from '../support/retrieval.js';
 
 /**
  * Retrieval quality on the labelled corpus in test/fixtures/retrieval-corpus.json, indexed exactly
@@ -42,10 +42,7 @@ describe('retrieval quality on a labelled corpus', function () {
     for (const doc of corpus.documents) {
       const documentId = crypto.randomUUID();
       names.set(documentId, doc.id);
-      const prepared = prepareDocument(doc.text);
-      const vectors = await services.embedder.embed(prepared.embeddedText);
-      const identity = { partnerId: 'quality-test', knowledgeBaseId, documentId, documentName: doc.id, embeddingProfile: services.embedder.profile.name };
-      await services.index.upsertChunks(className, prepared.chunks.map((_, i) => chunkRecord(identity, prepared, i, vectors[i]!)));
+      await indexText(services, { partnerId: 'quality-test', knowledgeBaseId, documentId, documentName: doc.id }, doc.text);
     }
     await services.index.waitForIndexing(60_000, undefined, [className]);
   });

@@ -4,11 +4,11 @@ import { ConfigError, loadConfig } from '../../lib/platform/config.js';
 import { createServices, type Services } from '../../lib/services.js';
 import type { SearchHit } from '../../lib/providers/vector-index.js';
 import { chunkClassFor } from '../../lib/providers/vector-index.js';
-import { chunkRecord, prepareDocument } from '../../lib/retrieval/indexing.js';
 import { fuseVariants, fusionUnit, rescore, retrievalDefaults, searchKnowledgeBase, type FusedHit, type Streams } from '../../lib/retrieval/hybrid-search.js';
 import { configuredDefaults } from '../../lib/retrieval/rag-search.js';
 import { analyseQuery, leadMatches, learnedFeatureWeights, nameLeaf, nameMatch, rescoringFeatures, type AnalysedQuery } from '../../lib/retrieval/rescoring.js';
 import { systemEnv } from '../support/stack.js';
+import { indexText } from '../support/retrieval.js';
 
 /**
  * The learned re-scoring after fusion (lib/retrieval/rescoring.ts): its two features computed by
@@ -167,10 +167,7 @@ describe('learned re-scoring in a search through Weaviate', function () {
     for (const [name, text] of Object.entries(docs)) {
       const documentId = crypto.randomUUID();
       ids.set(name, documentId);
-      const prepared = prepareDocument(text);
-      const vectors = await services.embedder.embed(prepared.embeddedText);
-      const identity = { partnerId: 'rescoring-test', knowledgeBaseId, documentId, documentName: name, embeddingProfile: services.embedder.profile.name };
-      await services.index.upsertChunks(className, prepared.chunks.map((_, i) => chunkRecord(identity, prepared, i, vectors[i]!)));
+      await indexText(services, { partnerId: 'rescoring-test', knowledgeBaseId, documentId, documentName: name }, text);
     }
     await services.index.waitForIndexing(60_000, undefined, [className]);
   });
