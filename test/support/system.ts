@@ -51,8 +51,9 @@ process.once('exit', () => {
   for (const w of workers) w.kill('SIGKILL');
 });
 
-export async function startWorker(overrides: Record<string, string> = {}): Promise<RunningWorker> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'workers/main.ts'], {
+/** `nodeArgs` go to node itself (e.g. `--cpu-prof`, which NODE_OPTIONS does not take). */
+export async function startWorker(overrides: Record<string, string> = {}, nodeArgs: string[] = []): Promise<RunningWorker> {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'workers/main.ts'], {
     cwd: repoRoot,
     env: { ...process.env, ...systemEnv({ LOG_LEVEL: 'info', ...overrides }) },
     stdio: ['ignore', 'pipe', 'pipe'],
