@@ -13,15 +13,19 @@ import { createChannelSourceActivities } from './channel-source.js';
 import { createTranscriptActivities } from './transcripts.js';
 import { createReconcilerActivities } from './reconciler.js';
 import { createVoiceActivities } from './voices.js';
+import { createIngestionActivities } from './ingestion.js';
 
 /** Every activity the worker registers, built over the process's shared clients. */
 export function createActivities(deps: Services & { temporal: Client }) {
+  const digitization = createDigitizationActivities(deps);
+  const embedding = createEmbeddingActivities(deps);
   return {
-    ...createDigitizationActivities(deps),
+    ...digitization,
     ...createPipelineStepActivities(deps),
     ...createBudgetActivities(deps),
     ...createDeletionActivities(deps),
-    ...createEmbeddingActivities(deps),
+    ...embedding,
+    ...createIngestionActivities(digitization, embedding, deps.log),
     ...createVendorSyncActivities(deps),
     ...createMessagingActivities(deps),
     ...createRewriteActivities(deps),

@@ -207,22 +207,26 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
   /**
    * Digitization in one activity (patch `digitize-in-one-activity`): the activity records the new
    * run, extracts, admits the characters under this step's operation key, accepts the text and,
-   * when finalize_original comes next, saves it as the final content too. The workflow takes over
-   * only what needs waiting: a page to scrape first, or a budget block (its admission loop, then
-   * the acceptance, as in `digitize`). Returns whether finalize_original was done with it.
+   * when finalize_original comes next, saves it as the final content too (and, when embed follows
+   * that, embeds it with the local encoder: `embed-with-digitize`). The workflow takes over only
+   * what needs waiting: a page to scrape first, or a budget block (its admission loop, then the
+   * acceptance, as in `digitize`). Returns how many of the steps after digitize were done with it.
    */
-  async function digitizeInOne(finalizeOriginal: boolean): Promise<boolean> {
+  async function digitizeInOne(finalizeOriginal: boolean, embedNext: boolean): Promise<number> {
     const key = operationKey('digitize');
     let result;
     try {
-      result = await heavy.digitizeDocument({
+      const request = {
         ...ref,
         begin: runNotRecorded ? input : null,
         operationKey: key,
         workflowId: workflowInfo().workflowId,
         requestCharacterLimit: input.requestCharacterLimit ?? null,
         finalizeOriginal,
-      });
+      };
+      // Patch `embed-with-digitize`: when the original becomes the final content and embedding
+      // follows, one activity does both if the encoder is local (activities/ingestion.ts).
+      result = finalizeOriginal && embedNext && patched('embed-with-digitize') ? await heavy.digitizeAndEmbedDocument(request) : await heavy.digitizeDocument(request);
     } catch (err) {
       if (!isCancellation(err)) await quick.releaseBudget({ operationKey: key, note: 'digitization failed' });
       throw err;
@@ -230,7 +234,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
     runNotRecorded = false;
     if (result.outcome === 'accepted') {
       embeddingIsPaid = result.paidEmbedding;
-      return result.finalized;
+      return !result.finalized ? 0 : 'embedded' in result && result.embedded ? 2 : 1;
     }
     if (result.outcome === 'request_limit') throw new StepFailure(`QUOTA_EXCEEDED:knowledge_chars (${result.detail})`);
     if (result.outcome === 'scrape') {
@@ -248,7 +252,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
       await quick.releaseBudget({ operationKey: admitted, note: 'digitization failed' });
       throw err;
     }
-    return false;
+    return 0;
   }
 
   /**
@@ -339,11 +343,11 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
     await quick.finishRewrite({ ...ref, attemptId });
   }
 
-  const runStep = async (step: PipelineStep, next: PipelineStep | undefined): Promise<unknown> => {
+  const runStep = async (step: PipelineStep, next: PipelineStep | undefined, afterNext: PipelineStep | undefined): Promise<unknown> => {
     switch (step) {
       case 'digitize':
         if (!inOneActivity) return digitize();
-        finalizedWithDigitize = await digitizeInOne(next === 'finalize_original');
+        stepsDoneWithDigitize = await digitizeInOne(next === 'finalize_original', afterNext === 'embed');
         return;
       case 'finalize_original':
         return heavy.saveOriginalAsRewritten(ref);
@@ -371,8 +375,8 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
   let runNotRecorded = inOneActivity;
   /** Known from the one-activity digitization: the embedder is paid (admitted) or local; null: ask. */
   let embeddingIsPaid: boolean | null = null;
-  /** The one-activity digitization did finalize_original as well. */
-  let finalizedWithDigitize = false;
+  /** How many of the steps after digitize the one-activity digitization did as well (finalize_original, then embed). */
+  let stepsDoneWithDigitize = 0;
   // A new run takes the document's markers over and records its request; a continuation has both.
   if (!carry && !inOneActivity) await quick.beginPipelineRun({ request: input });
 
@@ -394,7 +398,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
           }
           if (historyIsLong()) throw new ContinueAsNewNeeded();
           try {
-            await runStep(step, steps[stepIndex + 1]);
+            await runStep(step, steps[stepIndex + 1], steps[stepIndex + 2]);
             break;
           } catch (err) {
             // A cancelled pipeline (the document is being deleted) stops here, after its running
@@ -421,8 +425,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
         setStatus('running');
       }
       progress.completedSteps.push(step);
-      if (finalizedWithDigitize) {
-        finalizedWithDigitize = false;
+      for (; stepsDoneWithDigitize > 0; stepsDoneWithDigitize--) {
         stepIndex++;
         progress.completedSteps.push(steps[stepIndex]!);
       }

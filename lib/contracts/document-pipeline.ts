@@ -135,6 +135,9 @@ export type DigitizeDocumentOutcome =
   /** Refused by the request's own character_limit alone (raising the KB limit would not help). */
   | { outcome: 'request_limit'; detail: string };
 
+/** The one-activity digitization followed by the local embedding (activities/ingestion.ts); `embedded`: the embed step is done too. */
+export type DigitizeAndEmbedOutcome = DigitizeDocumentOutcome & { embedded: boolean };
+
 export type ScrapeOutcome = { outcome: 'scraped' } | { outcome: 'refused' | 'unavailable' | 'ambiguous'; message: string };
 
 /** What the workflow needs to admit and run the model calls of a rewrite attempt. */

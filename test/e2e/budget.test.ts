@@ -89,9 +89,10 @@ describe('knowledge-base budgets over HTTP and through workflows', function () {
     assert.equal((await limits(partner, kb)).characters.consumed, 180);
 
     // The text was extracted once: the resumed workflow reused the cached extraction (a run
-    // digitizes in one activity, `digitizeDocument`, which extracts; runs of older code in `extractText`).
+    // digitizes in one activity, `digitizeDocument` or `digitizeAndEmbedDocument`, which extracts;
+    // runs of older code in `extractText`).
     const history = await system.api.deps.temporal.workflow.getHandle(documentWorkflowId(id)).fetchHistory();
-    const extractions = (history.events ?? []).filter((e) => ['extractText', 'digitizeDocument'].includes(e.activityTaskScheduledEventAttributes?.activityType?.name ?? ''));
+    const extractions = (history.events ?? []).filter((e) => ['extractText', 'digitizeDocument', 'digitizeAndEmbedDocument'].includes(e.activityTaskScheduledEventAttributes?.activityType?.name ?? ''));
     assert.equal(extractions.length, 1);
     const kbList = await http('GET', `/api/knowledgebases/${partner.name}`, { key: partner.key });
     const usage = kbList.body.find((k: { name: string }) => k.name === kb);

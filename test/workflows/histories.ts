@@ -52,6 +52,7 @@ export function pathOf(type: string, events: HistoryEvent[]): string | null {
   if (events.some((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'requeueStep')) return 'failed-and-retried';
   if (events.some((e) => e.upsertWorkflowSearchAttributesEventAttributes && payloadText(e).includes('budget_blocked'))) return 'budget-blocked';
   if (events[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId) return 'continued';
+  if (events.some((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'digitizeAndEmbedDocument')) return 'completed-embedded-with-digitize';
   return 'completed';
 }
 
