@@ -109,13 +109,18 @@ export class KeySlots {
 const MAX_WAITING = 256;
 
 /**
- * Spreads a key's requests at its rate (REQUESTS_BURST_PER_KEY): up to `burst` start at once, the
- * next ones one every 60 / limit seconds, in order (the generic cell rate algorithm: one timestamp
- * per key). The shared count already bounds a key to its limit per window; without spreading, a
- * key that sends its whole allowance at once makes every other tenant's requests queue for the CPU
- * behind it for that moment, which is where their slowest answers come from. A key within its burst
- * waits for nothing; one sending faster waits (never longer than its window: by then the count
- * refuses it); at most 256 waiting per key, beyond them 429.
+ * Spreads a key's requests (REQUESTS_BURST_PER_KEY): up to a burst start at once, the next ones at
+ * an even pace, in order (the generic cell rate algorithm: one timestamp per key). The shared count
+ * already bounds a key to its limit per window; without spreading, a key that sends its whole
+ * allowance at once makes every other tenant's requests queue for the CPU behind it for that
+ * moment, which is where their slowest answers come from. A key within its burst waits for nothing;
+ * one sending faster waits; at most 256 waiting per key, beyond them 429.
+ *
+ * The pace leaves room for the burst in the count's window: `burst` + (max - burst) paced requests
+ * make the window's allowance, so any span of one window holds at most `max` starts, and a client
+ * that waits for each answer is never refused by the count however it follows the pacing. The burst
+ * is at most half the window's allowance, so the pace is never slower than half the limit; a key
+ * whose whole window allowance fits in one burst is not spread at all (the count alone bounds it).
  */
 export class KeyPacer {
   /** Per key: when its next request may start if it had used all of its burst (ms since the epoch). */
@@ -124,12 +129,21 @@ export class KeyPacer {
 
   constructor(private readonly burst: number) {}
 
+  /** The burst and the spacing of paced requests (ms) for a count of `max` per `seconds`; null: not spread. */
+  static pacing(burst: number, window: { max: number; seconds: number }): { burst: number; intervalMs: number } | null {
+    if (window.max <= burst) return null;
+    const b = Math.max(1, Math.min(burst, Math.floor(window.max / 2)));
+    return { burst: b, intervalMs: (window.seconds * 1000) / (window.max - b) };
+  }
+
   /** Resolves when the key's request may start; false when too many of the key's requests already wait. */
-  async pace(key: string, perMinute: number): Promise<boolean> {
-    const interval = 60_000 / perMinute;
+  async pace(key: string, window: { max: number; seconds: number }): Promise<boolean> {
+    const pacing = KeyPacer.pacing(this.burst, window);
+    if (!pacing) return true;
+    const { burst, intervalMs: interval } = pacing;
     const now = Date.now();
     const theoretical = Math.max(now, this.next.get(key) ?? now);
-    const startAt = Math.max(now, theoretical - (this.burst - 1) * interval);
+    const startAt = Math.max(now, theoretical - (burst - 1) * interval);
     const delay = startAt - now;
     if (delay > 0 && (this.waiting.get(key) ?? 0) >= MAX_WAITING) return false;
     this.next.set(key, theoretical + interval);
@@ -172,8 +186,8 @@ export function interfaceRateLimit(
       const window = smoothed(limit);
       const decision = await limiter.consume(`requests:${iface}:${owner}`, window.max, { windowSeconds: window.seconds, aliases: hash ? [presentedBucket(iface, hash)] : [] });
       if (!decision.allowed) throw refusal(iface, limit, decision.retryAfterSeconds, false);
-      if (pacer && !(await pacer.pace(`${iface}:${owner}`, limit))) {
-        throw new AppError('rate_limited', `Too many requests at once: this key already has ${MAX_WAITING} requests waiting to be spread at its rate of ${limit} a minute (REQUESTS_BURST_PER_KEY). Try again in 1 second.`, { retryAfterSeconds: 1 });
+      if (pacer && !(await pacer.pace(`${iface}:${owner}`, window))) {
+        throw new AppError('rate_limited', `Too many requests at once: this key already has ${MAX_WAITING} requests waiting to be spread within its limit of ${limit} a minute (REQUESTS_BURST_PER_KEY). Try again in 1 second.`, { retryAfterSeconds: 1 });
       }
       if (slots) {
         const release = await slots.acquire(owner);

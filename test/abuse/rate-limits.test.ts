@@ -137,18 +137,26 @@ describe('rate limits on every interface', function () {
     assert.deepEqual(order, ['third', 'fourth']);
   });
 
-  it('spreads a key\'s requests beyond its burst at its rate (REQUESTS_BURST_PER_KEY), without holding up other keys', async () => {
+  it('spreads a key\'s requests beyond its burst (REQUESTS_BURST_PER_KEY), leaving room for the burst in the window, without holding up other keys', async () => {
     const pacer = new KeyPacer(3);
     const started = Date.now();
     const startedAfter: number[] = [];
-    // 600 a minute: one every 100 ms once the burst of 3 is used.
-    await Promise.all(Array.from({ length: 5 }, () => pacer.pace('a', 600).then((ok) => (assert.ok(ok), startedAfter.push(Date.now() - started)))));
+    // 103 per 10 s: a burst of 3, then the other 100 one every 100 ms.
+    const window = { max: 103, seconds: 10 };
+    await Promise.all(Array.from({ length: 5 }, () => pacer.pace('a', window).then((ok) => (assert.ok(ok), startedAfter.push(Date.now() - started)))));
     startedAfter.sort((x, y) => x - y);
     assert.ok(startedAfter[2]! < 50, `the burst starts at once: ${startedAfter.join(', ')} ms`);
     assert.ok(startedAfter[3]! >= 90 && startedAfter[4]! >= 190, `then one every 100 ms: ${startedAfter.join(', ')} ms`);
     const other = Date.now();
-    assert.ok(await pacer.pace('b', 600));
+    assert.ok(await pacer.pace('b', window));
     assert.ok(Date.now() - other < 50, 'another key starts at once');
+    // The defaults (1,200 a minute): 20 at once, the other 180 of 10 s spread.
+    assert.deepEqual(KeyPacer.pacing(20, { max: 200, seconds: 10 }), { burst: 20, intervalMs: 10_000 / 180 });
+    // A burst at most half the allowance, so the pace stays at least half the limit.
+    assert.deepEqual(KeyPacer.pacing(20, { max: 30, seconds: 10 }), { burst: 15, intervalMs: 10_000 / 15 });
+    // A whole window's allowance within one burst: not spread (the count alone bounds the key).
+    assert.equal(KeyPacer.pacing(20, { max: 20, seconds: 10 }), null);
+    assert.equal(KeyPacer.pacing(20, { max: 3, seconds: 60 }), null);
   });
 
   it('does not limit the administrator key', async () => {
@@ -202,5 +210,37 @@ describe('rate limits on every interface', function () {
         if (ref) assert.equal(ref, `#/components/schemas/${schemaOf[(styles as Record<string, string>)[op.tags[0]!]!]}`, `${method.toUpperCase()} ${p}`);
       }
     }
+  });
+});
+
+describe('rate limits: a client that follows the spreading is never refused by the count', function () {
+  this.timeout(120_000);
+  let api: RunningApi;
+  let http: Http;
+
+  before(async function () {
+    this.timeout(60_000);
+    // 60 a minute: 10 per 10 s; a burst of 4, then the other 6 of 10 s one every 1.67 s.
+    api = await startApi({ REQUESTS_PER_MINUTE_KNOWLEDGE_BASE: '60', REQUESTS_BURST_PER_KEY: '4', RATE_LIMIT_TARPIT_MS: '0' });
+    http = client(api.url);
+  });
+  after(async () => api?.close());
+
+  it('one request after another for 15 s: spread after the burst, and never a 429', async () => {
+    const p = await newPartner(http);
+    const started = Date.now();
+    const statuses: number[] = [];
+    const answeredAt: number[] = [];
+    while (Date.now() - started < 15_000) {
+      const res = await http('GET', `/api/knowledgebases/${p.name}`, { key: p.key });
+      statuses.push(res.status);
+      answeredAt.push(Date.now() - started);
+      if (res.status !== 200) break;
+    }
+    assert.deepEqual([...new Set(statuses)], [200], `request ${statuses.length} got ${statuses.at(-1)}, answered at ${answeredAt.join(', ')} ms`);
+    // The burst of 4 at once, then one every 1.67 s: 4 + about 9 in 15 s (spreading at the bare
+    // limit, one a second after the burst, passed the count's 10 per 10 s and got 429).
+    assert.ok(answeredAt[3]! < 1000, `the burst is answered at once: ${answeredAt.join(', ')} ms`);
+    assert.ok(statuses.length >= 11 && statuses.length <= 15, `${statuses.length} requests in 15 s: ${answeredAt.join(', ')} ms`);
   });
 });
