@@ -116,10 +116,12 @@ const MAX_WAITING = 256;
  * moment, which is where their slowest answers come from. A key within its burst waits for nothing;
  * one sending faster waits; at most 256 waiting per key, beyond them 429.
  *
- * The pace leaves room for the burst in the count's window: `burst` + (max - burst) paced requests
- * make the window's allowance, so any span of one window holds at most `max` starts, and a client
- * that waits for each answer is never refused by the count however it follows the pacing. The burst
- * is at most half the window's allowance, so the pace is never slower than half the limit; a key
+ * The pace leaves room for the burst in the count's window: `burst` + paced requests start in any
+ * span of one window, two fewer than its allowance `max`, because the count sees a request when it
+ * arrives, not when it starts (a client that waits for each answer has sent its next request one
+ * slot early), and its sliding estimate weighs the whole previous window just after a boundary. So a
+ * client that waits for each answer is never refused by the count however it follows the pacing.
+ * The burst is under half the allowance, so the pace keeps about half the limit at least; a key
  * whose whole window allowance fits in one burst is not spread at all (the count alone bounds it).
  */
 export class KeyPacer {
@@ -132,8 +134,9 @@ export class KeyPacer {
   /** The burst and the spacing of paced requests (ms) for a count of `max` per `seconds`; null: not spread. */
   static pacing(burst: number, window: { max: number; seconds: number }): { burst: number; intervalMs: number } | null {
     if (window.max <= burst) return null;
-    const b = Math.max(1, Math.min(burst, Math.floor(window.max / 2)));
-    return { burst: b, intervalMs: (window.seconds * 1000) / (window.max - b) };
+    const b = Math.max(1, Math.min(burst, Math.floor(window.max / 2) - 1));
+    const paced = window.max - b - 2;
+    return paced < 1 ? null : { burst: b, intervalMs: (window.seconds * 1000) / paced };
   }
 
   /** Resolves when the key's request may start; false when too many of the key's requests already wait. */

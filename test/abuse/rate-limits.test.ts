@@ -141,8 +141,8 @@ describe('rate limits on every interface', function () {
     const pacer = new KeyPacer(3);
     const started = Date.now();
     const startedAfter: number[] = [];
-    // 103 per 10 s: a burst of 3, then the other 100 one every 100 ms.
-    const window = { max: 103, seconds: 10 };
+    // 105 per 10 s: a burst of 3, then 100 more one every 100 ms (two left for the count's margin).
+    const window = { max: 105, seconds: 10 };
     await Promise.all(Array.from({ length: 5 }, () => pacer.pace('a', window).then((ok) => (assert.ok(ok), startedAfter.push(Date.now() - started)))));
     startedAfter.sort((x, y) => x - y);
     assert.ok(startedAfter[2]! < 50, `the burst starts at once: ${startedAfter.join(', ')} ms`);
@@ -150,10 +150,10 @@ describe('rate limits on every interface', function () {
     const other = Date.now();
     assert.ok(await pacer.pace('b', window));
     assert.ok(Date.now() - other < 50, 'another key starts at once');
-    // The defaults (1,200 a minute): 20 at once, the other 180 of 10 s spread.
-    assert.deepEqual(KeyPacer.pacing(20, { max: 200, seconds: 10 }), { burst: 20, intervalMs: 10_000 / 180 });
-    // A burst at most half the allowance, so the pace stays at least half the limit.
-    assert.deepEqual(KeyPacer.pacing(20, { max: 30, seconds: 10 }), { burst: 15, intervalMs: 10_000 / 15 });
+    // The defaults (1,200 a minute): 20 at once, then 178 of 10 s spread.
+    assert.deepEqual(KeyPacer.pacing(20, { max: 200, seconds: 10 }), { burst: 20, intervalMs: 10_000 / 178 });
+    // A burst under half the allowance, so the pace stays about half the limit at least.
+    assert.deepEqual(KeyPacer.pacing(20, { max: 30, seconds: 10 }), { burst: 14, intervalMs: 10_000 / 14 });
     // A whole window's allowance within one burst: not spread (the count alone bounds the key).
     assert.equal(KeyPacer.pacing(20, { max: 20, seconds: 10 }), null);
     assert.equal(KeyPacer.pacing(20, { max: 3, seconds: 60 }), null);
@@ -220,7 +220,7 @@ describe('rate limits: a client that follows the spreading is never refused by t
 
   before(async function () {
     this.timeout(60_000);
-    // 60 a minute: 10 per 10 s; a burst of 4, then the other 6 of 10 s one every 1.67 s.
+    // 60 a minute: 10 per 10 s; a burst of 4, then 4 of 10 s, one every 2.5 s.
     api = await startApi({ REQUESTS_PER_MINUTE_KNOWLEDGE_BASE: '60', REQUESTS_BURST_PER_KEY: '4', RATE_LIMIT_TARPIT_MS: '0' });
     http = client(api.url);
   });
@@ -228,6 +228,9 @@ describe('rate limits: a client that follows the spreading is never refused by t
 
   it('one request after another for 15 s: spread after the burst, and never a 429', async () => {
     const p = await newPartner(http);
+    // The hardest moment for the client: its burst just after the count's 10 s window begins (windows
+    // start at multiples of 10 s of the clock), so that the next window's estimate weighs all of it.
+    await new Promise((resolve) => setTimeout(resolve, 10_000 - (Date.now() % 10_000) + 20));
     const started = Date.now();
     const statuses: number[] = [];
     const answeredAt: number[] = [];
@@ -238,9 +241,9 @@ describe('rate limits: a client that follows the spreading is never refused by t
       if (res.status !== 200) break;
     }
     assert.deepEqual([...new Set(statuses)], [200], `request ${statuses.length} got ${statuses.at(-1)}, answered at ${answeredAt.join(', ')} ms`);
-    // The burst of 4 at once, then one every 1.67 s: 4 + about 9 in 15 s (spreading at the bare
+    // The burst of 4 at once, then one every 2.5 s: 4 + about 6 in 15 s (spreading at the bare
     // limit, one a second after the burst, passed the count's 10 per 10 s and got 429).
     assert.ok(answeredAt[3]! < 1000, `the burst is answered at once: ${answeredAt.join(', ')} ms`);
-    assert.ok(statuses.length >= 11 && statuses.length <= 15, `${statuses.length} requests in 15 s: ${answeredAt.join(', ')} ms`);
+    assert.ok(statuses.length >= 8 && statuses.length <= 11, `${statuses.length} requests in 15 s: ${answeredAt.join(', ')} ms`);
   });
 });
