@@ -124,13 +124,12 @@ function cpuByRole(): () => Map<string, number> {
     const byRole = new Map<string, number>();
     for (const entry of fs.readdirSync('/proc')) {
       if (!/^\d+$/.test(entry)) continue;
+      const cpuMs = processCpuMs(Number(entry));
       try {
-        const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
-        const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-        const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
+        const comm = fs.readFileSync(`/proc/${entry}/comm`, 'utf8').trim();
         const cmdline = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ');
         const role = processRole(Number(entry), cmdline, comm);
-        byRole.set(role, (byRole.get(role) ?? 0) + (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND);
+        if (!Number.isNaN(cpuMs)) byRole.set(role, (byRole.get(role) ?? 0) + cpuMs / 1000);
       } catch {
         // gone meanwhile
       }
