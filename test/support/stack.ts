@@ -88,7 +88,8 @@ export async function startTestStack(): Promise<TestStack> {
   const weaviatePort = await freePort();
 
   const started = await Promise.allSettled([
-    startTemporal({ port: temporalPort, uiPort: null, dbFile: null, logFile: path.join(workDir, 'temporal.log') }),
+    // A file, as scripts/start runs it (WAL, the trimmed visibility indexes of scripts/stack.ts).
+    startTemporal({ port: temporalPort, uiPort: null, dbFile: path.join(workDir, 'temporal', 'temporal.db'), logFile: path.join(workDir, 'temporal.log') }),
     startWeaviate({ port: weaviatePort, dataDir: path.join(workDir, 'weaviate'), logFile: path.join(workDir, 'weaviate.log') }),
     bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)), logger: quietLogger }),
     (async () => {
