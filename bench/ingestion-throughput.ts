@@ -43,6 +43,7 @@ import { loadConfig } from '../lib/platform/config.js';
 import { systemEnv, testStack } from '../test/support/stack.js';
 import { percentile, startApiProcess, startBenchStack, startWorker, stopTestStack, writeSection, type BenchApi, type RunningWorker } from './audio-system.js';
 import { generateCorpus } from './support/corpus.js';
+import { leanPoster, multipartBody, type FormPart, type LeanResponse } from './support/lean-client.js';
 
 const DOCUMENTS = Number(process.env.BENCH_DOCUMENTS ?? 1000);
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 32);
@@ -299,6 +300,8 @@ interface CreationResult {
   apiCpuMsPerDocument: number;
   /** CPU time of the Temporal dev server per document (its workflow starts). */
   temporalCpuMsPerDocument: number;
+  /** CPU time of this benchmark's own process (the clients) per document. */
+  clientCpuMsPerDocument: number;
   /** CPU time of the whole machine per document (every process: the API, PostgreSQL, Temporal, the client, and anything else running). */
   machineCpuMsPerDocument: number;
 }
@@ -318,12 +321,12 @@ async function apiCpuSeconds(api: BenchApi): Promise<number> {
  * second in all (the time a request takes at that rate). A paced request's time counts from its
  * turn, not from when it was sent, so a client held up by a slow answer does not hide the delay.
  */
-async function creation(api: BenchApi, label: string, docsPerRequest: number, request: () => Promise<Response>, documentsPerSecond?: number): Promise<CreationResult> {
+async function creation(api: BenchApi, label: string, docsPerRequest: number, request: () => Promise<LeanResponse>, documentsPerSecond?: number): Promise<CreationResult> {
   const latencies: number[] = [];
   let failures = 0;
   let firstFailure = '';
   /** The API's and the machine's CPU time when the warm-up ended. */
-  const atWarm: { api?: Promise<number>; machine?: ReturnType<typeof machineTicks>; temporal?: number } = {};
+  const atWarm: { api?: Promise<number>; machine?: ReturnType<typeof machineTicks>; temporal?: number; client?: NodeJS.CpuUsage } = {};
   const temporalPid = temporalServerPid();
   const startedAt = performance.now();
   const warmUntil = startedAt + 1000;
@@ -343,21 +346,22 @@ async function creation(api: BenchApi, label: string, docsPerRequest: number, re
           atWarm.api ??= apiCpuSeconds(api);
           atWarm.machine ??= machineTicks();
           atWarm.temporal ??= processCpuMs(temporalPid);
+          atWarm.client ??= process.cpuUsage();
         }
         const res = await request();
-        const body = await res.arrayBuffer();
         const ms = performance.now() - t;
         if (t >= warmUntil) {
           if (res.status === 200 || res.status === 201) latencies.push(ms);
           else {
             failures++;
-            firstFailure ||= `${res.status} ${Buffer.from(body).toString('utf8').slice(0, 300)}`;
+            firstFailure ||= `${res.status} ${res.body.toString('utf8').slice(0, 300)}`;
           }
         }
       }
     }),
   );
   const machineEnd = machineTicks();
+  const clientCpu = process.cpuUsage(atWarm.client);
   const temporalMs = processCpuMs(temporalPid) - (atWarm.temporal ?? NaN);
   const cpu = (await apiCpuSeconds(api)) - (await (atWarm.api ?? Promise.resolve(NaN)));
   const busyTicks = atWarm.machine ? machineEnd.total - machineEnd.idle - (atWarm.machine.total - atWarm.machine.idle) : NaN;
@@ -365,7 +369,7 @@ async function creation(api: BenchApi, label: string, docsPerRequest: number, re
   if (firstFailure) console.error(`${label}: ${failures} failed, the first: ${firstFailure}`);
   const seconds = CREATE_SECONDS;
   const documents = latencies.length * docsPerRequest;
-  return { label, documents, requests: latencies.length, seconds, latencies, failures, apiCpuMsPerDocument: (cpu * 1000) / documents, temporalCpuMsPerDocument: temporalMs / documents, machineCpuMsPerDocument: machineBusyMs / documents };
+  return { label, documents, requests: latencies.length, seconds, latencies, failures, apiCpuMsPerDocument: (cpu * 1000) / documents, clientCpuMsPerDocument: (clientCpu.user + clientCpu.system) / 1000 / documents, temporalCpuMsPerDocument: temporalMs / documents, machineCpuMsPerDocument: machineBusyMs / documents };
 }
 
 async function timedGets(url: string, key: string, n: number): Promise<{ p50: number; p99: number; bytes: number }> {
@@ -387,42 +391,45 @@ async function timedGets(url: string, key: string, n: number): Promise<{ p50: nu
 async function creationRuns(api: BenchApi): Promise<string[]> {
   const kbB = await newKnowledgeBase(api);
   const file = 'A short note of about two hundred characters, created to measure how fast the service accepts new documents and starts their workflows. It is plain text.\n';
-  const uploadSingle = () => {
-    const fd = new FormData();
-    fd.append('type', 'file');
-    fd.append('folder', kbB.folder);
-    fd.append('use_original_as_rewritten', 'true');
-    fd.append('file', new Blob([file]), 'note.txt');
-    return fetch(`${api.url}/api/documents/${kbB.name}/${kbB.kb}`, { method: 'POST', headers: { 'X-API-Key': kbB.key }, body: fd });
+  const client = leanPoster(CLIENTS);
+  const documentsUrl = `${api.url}/api/documents/${kbB.name}/${kbB.kb}`;
+  const send = (url: string, parts: FormPart[]) => {
+    const { body, contentType } = multipartBody(parts);
+    return client.post(url, { 'X-API-Key': kbB.key }, body, contentType);
   };
+  const uploadSingle = () =>
+    send(documentsUrl, [
+      { name: 'type', value: 'file' },
+      { name: 'folder', value: kbB.folder },
+      { name: 'use_original_as_rewritten', value: 'true' },
+      { name: 'file', filename: 'note.txt', content: file },
+    ]);
   let u = 0;
-  const createUrl = () => {
-    const fd = new FormData();
-    fd.append('type', 'url');
-    fd.append('folder', kbB.folder);
-    fd.append('url', `https://example.org/bench/single/${u++}`);
-    return fetch(`${api.url}/api/documents/${kbB.name}/${kbB.kb}`, { method: 'POST', headers: { 'X-API-Key': kbB.key }, body: fd });
-  };
-  const uploadBatch = () => {
-    const fd = new FormData();
-    fd.append('folder', kbB.folder);
-    fd.append('use_original_as_rewritten', 'true');
-    for (let i = 0; i < UPLOAD_BATCH; i++) fd.append('files', new Blob([file]), `note-${i}.txt`);
-    return fetch(`${api.url}/api/documents/${kbB.name}/${kbB.kb}/files/batch`, { method: 'POST', headers: { 'X-API-Key': kbB.key }, body: fd });
-  };
+  const createUrl = () =>
+    send(documentsUrl, [
+      { name: 'type', value: 'url' },
+      { name: 'folder', value: kbB.folder },
+      { name: 'url', value: `https://example.org/bench/single/${u++}` },
+    ]);
+  const uploadBatch = () =>
+    send(`${documentsUrl}/files/batch`, [
+      { name: 'folder', value: kbB.folder },
+      { name: 'use_original_as_rewritten', value: 'true' },
+      ...Array.from({ length: UPLOAD_BATCH }, (_, i) => ({ name: 'files', filename: `note-${i}.txt`, content: file })),
+    ]);
   const paced = `, paced at ${PACED_RATE} documents/s`;
   const single = await creation(api, 'single file upload (POST /api/documents)', 1, uploadSingle);
   const singlePaced = await creation(api, `single file upload${paced}`, 1, uploadSingle, PACED_RATE);
   const singleUrl = await creation(api, 'single URL document (POST /api/documents, type=url)', 1, createUrl);
   const singleUrlPaced = await creation(api, `single URL document${paced}`, 1, createUrl, PACED_RATE);
   let n = 0;
-  const empty = await creation(api, 'empty document (POST .../empty)', 1, () => {
-    const fd = new FormData();
-    fd.append('folder', kbB.folder);
-    fd.append('name', `empty-${n++}`);
-    fd.append('type', 'file');
-    return fetch(`${api.url}/api/documents/${kbB.name}/${kbB.kb}/empty`, { method: 'POST', headers: { 'X-API-Key': kbB.key }, body: fd });
-  });
+  const empty = await creation(api, 'empty document (POST .../empty)', 1, () =>
+    send(`${documentsUrl}/empty`, [
+      { name: 'folder', value: kbB.folder },
+      { name: 'name', value: `empty-${n++}` },
+      { name: 'type', value: 'file' },
+    ]),
+  );
   const batched = await creation(api, `batch file upload, ${UPLOAD_BATCH} files a request`, UPLOAD_BATCH, uploadBatch);
   const batchedPaced = await creation(api, `batch file upload${paced}`, UPLOAD_BATCH, uploadBatch, PACED_RATE);
   const urlStarted = performance.now();
@@ -433,12 +440,13 @@ async function creationRuns(api: BenchApi): Promise<string[]> {
   });
   const urlBody = (await urlRes.json()) as { summary: { succeeded: number } };
   const urlMs = performance.now() - urlStarted;
+  client.close();
 
   const creationRow = (r: CreationResult) =>
-    `| ${r.label} | ${r.requests} | ${r.documents} | ${fmt(r.documents / r.seconds, 0)} | ${fmt(percentile(r.latencies, 50))} | ${fmt(percentile(r.latencies, 99))} | ${fmt(r.apiCpuMsPerDocument, 2)} | ${fmt(r.temporalCpuMsPerDocument, 2)} | ${fmt(r.machineCpuMsPerDocument, 2)} | ${r.failures} |`;
+    `| ${r.label} | ${r.requests} | ${r.documents} | ${fmt(r.documents / r.seconds, 0)} | ${fmt(percentile(r.latencies, 50))} | ${fmt(percentile(r.latencies, 99))} | ${fmt(r.apiCpuMsPerDocument, 2)} | ${fmt(r.temporalCpuMsPerDocument, 2)} | ${fmt(r.clientCpuMsPerDocument, 2)} | ${fmt(r.machineCpuMsPerDocument, 2)} | ${r.failures} |`;
   return [
-    '| Request | Requests | Documents | Documents/s | p50 (ms) | p99 (ms) | API CPU per document (ms) | Temporal server CPU per document (ms) | Machine CPU per document (ms) | Failed |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| Request | Requests | Documents | Documents/s | p50 (ms) | p99 (ms) | API CPU per document (ms) | Temporal server CPU per document (ms) | Clients (this process) CPU per document (ms) | Machine CPU per document (ms) | Failed |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     creationRow(single),
     creationRow(singlePaced),
     creationRow(singleUrl),
@@ -446,7 +454,7 @@ async function creationRuns(api: BenchApi): Promise<string[]> {
     creationRow(empty),
     creationRow(batched),
     creationRow(batchedPaced),
-    `| batch URL import, one request of 1,000 URLs | 1 | ${urlBody.summary.succeeded} | ${fmt(urlBody.summary.succeeded / (urlMs / 1000), 0)} | ${fmt(urlMs)} (the request) | | | | | ${1000 - urlBody.summary.succeeded} |`,
+    `| batch URL import, one request of 1,000 URLs | 1 | ${urlBody.summary.succeeded} | ${fmt(urlBody.summary.succeeded / (urlMs / 1000), 0)} | ${fmt(urlMs)} (the request) | | | | | | ${1000 - urlBody.summary.succeeded} |`,
   ];
 }
 
