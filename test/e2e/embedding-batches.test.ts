@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
+import { eventually, startWorker, useRunningSystem } from '../support/system.js';
 import { newKnowledgeBase } from '../support/fixtures.js';
 import { documentWorkflowId } from '../../lib/contracts/document-pipeline.js';
 import { isWorkflowRunning } from '../../lib/platform/temporal.js';
@@ -21,21 +21,10 @@ describe('embedding batches: a worker killed mid-batch', function () {
     EMBEDDING_BATCH_CHUNKS: '12',
     EMBEDDING_LOCAL_THREADS: '1',
   };
-  let api: RunningApi;
-  let worker: RunningWorker;
-  let http: ReturnType<typeof client>;
-
-  before(async function () {
-    this.timeout(120_000);
-    api = await startApi(env);
-    http = client(api.url);
-  });
-  after(async () => {
-    await worker?.kill();
-    await api?.close();
-  });
+  const system = useRunningSystem({ env, worker: false });
 
   it(`${DOCUMENTS} documents: the batch in flight dies with its worker, and every document still ends embedded once`, async () => {
+    const { api, http } = system;
     const { partner, kb, folder } = await newKnowledgeBase(http);
     const kbRow = await api.deps.db.knowledgeBase.findFirstOrThrow({ where: { name: kb, partner: { name: partner.name } } });
     const paragraph = (i: number, p: number) => `Paragraph ${p} of document ${i} explains how batches of chunks travel from a workflow to the encoder and on to the index, and why an identifier derived from the document and the chunk index makes a second write harmless.`;
@@ -43,7 +32,7 @@ describe('embedding batches: a worker killed mid-batch', function () {
 
     // The worker logs each batch it starts (debug): the test kills it as soon as one holds chunks
     // of more than one document, before that batch can be written.
-    worker = await startWorker({ ...env, LOG_LEVEL: 'debug' });
+    system.worker = await startWorker({ ...env, LOG_LEVEL: 'debug' });
     const fd = new FormData();
     fd.append('folder', folder);
     fd.append('use_original_as_rewritten', 'true');
@@ -55,18 +44,18 @@ describe('embedding batches: a worker killed mid-batch', function () {
     const ids: string[] = body.results.map((r: { document_id: string }) => r.document_id);
 
     const batch = await eventually('a batch of several documents to start', async () => {
-      for (const line of worker.output) {
+      for (const line of system.worker.output) {
         if (!line.includes('"embedding batch"')) continue;
         const entry = JSON.parse(line) as { documents: number; ids: string[] };
         if (entry.documents > 1) return entry;
       }
       return null;
     }, 240_000);
-    await worker.kill('SIGKILL');
+    await system.worker.kill('SIGKILL');
     const inFlight = await api.deps.db.document.findMany({ where: { id: { in: batch.ids } }, select: { embeddingStatus: true } });
     assert.ok(inFlight.every((d) => d.embeddingStatus !== 'success'), 'the killed batch had not been recorded as embedded');
 
-    worker = await startWorker(env);
+    system.worker = await startWorker(env);
     await eventually('every document embedded', async () => {
       const docs = await api.deps.db.document.findMany({ where: { id: { in: ids } }, select: { embeddingStatus: true } });
       return docs.every((d) => d.embeddingStatus === 'success');

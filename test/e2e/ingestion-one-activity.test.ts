@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
+import { eventually, startWorker, useRunningSystem } from '../support/system.js';
 import { newKnowledgeBase } from '../support/fixtures.js';
 import { freePort } from '../../scripts/stack.js';
 import { documentWorkflowId } from '../../lib/contracts/document-pipeline.js';
@@ -13,24 +13,13 @@ import { documentWorkflowId } from '../../lib/contracts/document-pipeline.js';
 describe('ingestion in one activity: an embedding that fails there is left to the embed step', function () {
   this.timeout(300_000);
   const env = { TEMPORAL_TASK_QUEUE: `ingestion-one-activity-${process.pid}` };
-  let api: RunningApi;
-  let worker: RunningWorker | null = null;
-  let http: ReturnType<typeof client>;
-
-  before(async function () {
-    this.timeout(120_000);
-    api = await startApi(env);
-    http = client(api.url);
-  });
-  after(async () => {
-    await worker?.kill();
-    await api?.close();
-  });
+  const system = useRunningSystem({ env, worker: false });
 
   it('a worker that cannot reach the index digitizes the document, hands embedding to the embed step, and a healthy worker finishes it', async () => {
+    const { api, http } = system;
     const { partner, kb, folder } = await newKnowledgeBase(http);
     // Nothing listens on this port: every index write of this worker fails.
-    worker = await startWorker({ ...env, WEAVIATE_URL: `http://127.0.0.1:${await freePort()}` });
+    system.worker = await startWorker({ ...env, WEAVIATE_URL: `http://127.0.0.1:${await freePort()}` });
     const text = `# Lighthouse keeping\n\n${'The keeper trims the wick, winds the clockwork and logs the weather every four hours. '.repeat(20)}\n`;
     const created = await http('POST', `/api/documents/${partner.name}/${kb}`, {
       key: partner.key,
@@ -48,14 +37,14 @@ describe('ingestion in one activity: an embedding that fails there is left to th
     const completed = events.find((e) => e.activityTaskCompletedEventAttributes)!;
     const result = JSON.parse(Buffer.from(completed.activityTaskCompletedEventAttributes!.result!.payloads![0]!.data!).toString()) as { outcome: string; finalized: boolean; embedded: boolean };
     assert.deepEqual({ outcome: result.outcome, finalized: result.finalized, embedded: result.embedded }, { outcome: 'accepted', finalized: true, embedded: false });
-    assert.ok(worker.output.some((line) => line.includes('embedding after digitization failed')), 'the worker says why it did not embed');
+    assert.ok(system.worker.output.some((line) => line.includes('embedding after digitization failed')), 'the worker says why it did not embed');
     const waiting = (await http('GET', `/api/document/${partner.name}/${kb}/${id}`, { key: partner.key })).body;
     assert.equal(waiting.digitized_char_count, [...text].length, 'the digitization stands');
     assert.notEqual(waiting.embedding_status, 'success');
     assert.deepEqual(waiting.in_queues, ['embedding']);
 
-    await worker.kill('SIGKILL');
-    worker = await startWorker(env);
+    await system.worker.kill('SIGKILL');
+    system.worker = await startWorker(env);
     const done = await eventually('the embed step to finish the document', async () => {
       const d = (await http('GET', `/api/document/${partner.name}/${kb}/${id}`, { key: partner.key })).body;
       return d.embedding_status === 'success' ? d : null;

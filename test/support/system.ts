@@ -152,14 +152,16 @@ export async function eventually<T>(what: string, probe: () => Promise<T | undef
 
 /**
  * Registers before/after hooks that run the API in-process and one worker process for a describe
- * block; the returned object is filled in by the time the tests run (a test may replace `worker`).
+ * block, both with `env` over the test stack's settings; the returned object is filled in by the
+ * time the tests run. A test may replace `worker`, or start it itself (`worker: false`); the after
+ * hook stops whichever worker is there then.
  */
-export function useRunningSystem() {
+export function useRunningSystem(options: { env?: Record<string, string>; worker?: boolean } = {}) {
   const system = {} as { api: RunningApi; http: ReturnType<typeof client>; worker: RunningWorker };
   before(async () => {
-    system.api = await startApi();
+    system.api = await startApi(options.env);
     system.http = client(system.api.url);
-    system.worker = await startWorker();
+    if (options.worker !== false) system.worker = await startWorker(options.env);
   });
   after(async () => {
     await system.worker?.kill();
