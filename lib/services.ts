@@ -59,14 +59,15 @@ export function createServices(config: Config, component: string): Services {
   registerConfigSecrets(config);
   // Every child process of this process is bounded in memory and in the size of what it writes.
   configureToolLimits(config.limits.tools);
+  const log = createLogger({ component }, config.logLevel);
   return {
     config,
-    db: createDb(config.databaseUrl),
+    db: createDb(config.databaseUrl, undefined, log),
     storage: new LocalFileStorage(config.storageDir),
     index: new VectorIndex(config.weaviateUrl),
     embedder: embedderFromConfig(config),
     vendorStore: config.vendorSync ? new OpenAiVectorStore(config.vendorSync) : null,
-    log: createLogger({ component }, config.logLevel),
+    log,
     videoTranscripts: new YouTubeTranscripts({ baseUrl: config.videoPlatformBaseUrl }),
     scraper: config.scraper ? new Scraper(config.scraper, { allowPrivate: config.urlFetchAllowPrivate, allowLoopback: config.urlFetchAllowLoopback }) : null,
     speechToText: speechToTextFromSettings(config.transcription),
