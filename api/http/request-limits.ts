@@ -128,24 +128,43 @@ export function limitError(err: MulterError, limits: FormLimits): AppError {
   }
 }
 
-/** Files written for one request: their paths and open write streams. */
+/** Files written for one request: their paths, the ones written at once (small), and open write streams. */
 interface Written {
   paths: Set<string>;
+  small: Set<string>;
   open: Set<fs.WriteStream>;
+  /** Bytes of small files held in memory for the request's handler. */
+  heldBytes: number;
+  /** Set when removeWritten ran: a file whose last bytes arrive after that is not written. */
+  removed: boolean;
 }
 
 const writtenFor = new WeakMap<Request, Written>();
 
 function written(req: Request): Written {
   let w = writtenFor.get(req);
-  if (!w) writtenFor.set(req, (w = { paths: new Set(), open: new Set() }));
+  if (!w) writtenFor.set(req, (w = { paths: new Set(), small: new Set(), open: new Set(), heldBytes: 0, removed: false }));
   return w;
 }
 
-/** Closes every file still being written for the request and deletes every file written for it (moved ones are gone already). */
+/**
+ * Closes every file still being written for the request and deletes every file written for it (moved ones are gone already).
+ * Small files go synchronously: a missing one (moved into storage) costs one failed unlink instead
+ * of a trip through libuv's thread pool.
+ */
 export async function removeWritten(req: Request): Promise<void> {
   const w = writtenFor.get(req);
   if (!w) return;
+  w.removed = true;
+  for (const p of w.small) {
+    try {
+      fs.unlinkSync(p);
+    } catch {
+      // moved into storage, or never written
+    }
+    w.paths.delete(p);
+  }
+  w.small.clear();
   await Promise.all(
     [...w.open].map(
       (stream) =>
@@ -159,7 +178,20 @@ export async function removeWritten(req: Request): Promise<void> {
   await Promise.all([...w.paths].map((p) => fs.promises.rm(p, { force: true })));
 }
 
-/** multer's storage engine: disk files in `dir`, each tracked from the moment it is created. */
+/**
+ * Uploads up to this size are written to disk in one synchronous call when they have arrived whole:
+ * each asynchronous file operation is a hand-off to libuv's thread pool and back, which on two busy
+ * cores cost more of the event loop's time than the write itself (bench/RESULTS.md, creation).
+ */
+const SMALL_UPLOAD_BYTES = 64 * KIB;
+/** Small uploads are also held in memory for the handler (signature check without reading the file back) up to this much per request. */
+const HELD_BYTES_PER_REQUEST = 1024 * KIB;
+
+/**
+ * multer's storage engine: disk files in `dir`, each tracked from the moment it is created. A file
+ * that stays within SMALL_UPLOAD_BYTES is gathered in memory and written at once; a larger one
+ * streams to disk from its first byte past that.
+ */
 function trackedDiskStorage(dir: string): multer.StorageEngine {
   fs.mkdirSync(dir, { recursive: true });
   return {
@@ -168,13 +200,54 @@ function trackedDiskStorage(dir: string): multer.StorageEngine {
       const target = path.join(dir, filename);
       const w = written(req);
       w.paths.add(target);
-      const out = fs.createWriteStream(target);
-      w.open.add(out);
-      out.once('close', () => w.open.delete(out));
-      pipeline(file.stream, out, (err) => {
-        if (err) return cb(err);
-        cb(null, { destination: dir, filename, path: target, size: out.bytesWritten });
-      });
+      const head: Buffer[] = [];
+      let received = 0;
+      const stream = file.stream;
+      const onData = (chunk: Buffer) => {
+        head.push(chunk);
+        received += chunk.length;
+        if (received > SMALL_UPLOAD_BYTES) toDisk();
+      };
+      const onError = (err: Error) => {
+        stop();
+        cb(err);
+      };
+      const onEnd = () => {
+        stop();
+        if (w.removed) return cb(new Error('the request ended before the upload did'));
+        const bytes = Buffer.concat(head, received);
+        try {
+          w.small.add(target);
+          fs.writeFileSync(target, bytes);
+        } catch (err) {
+          return cb(err as Error);
+        }
+        const hold = w.heldBytes + received <= HELD_BYTES_PER_REQUEST;
+        if (hold) w.heldBytes += received;
+        cb(null, { destination: dir, filename, path: target, size: received, ...(hold ? { buffer: bytes } : {}) });
+      };
+      const stop = () => {
+        stream.off('data', onData);
+        stream.off('end', onEnd);
+        stream.off('error', onError);
+      };
+      const toDisk = () => {
+        stop();
+        if (w.removed) return void cb(new Error('the request ended before the upload did'));
+        stream.pause();
+        const out = fs.createWriteStream(target);
+        w.open.add(out);
+        out.once('close', () => w.open.delete(out));
+        out.write(Buffer.concat(head, received));
+        head.length = 0;
+        pipeline(stream, out, (err) => {
+          if (err) return cb(err);
+          cb(null, { destination: dir, filename, path: target, size: out.bytesWritten });
+        });
+      };
+      stream.on('data', onData);
+      stream.once('end', onEnd);
+      stream.once('error', onError);
     },
     _removeFile(_req, file, cb) {
       fs.rm(file.path, { force: true }, (err) => cb(err));

@@ -120,7 +120,7 @@ function authorize(route: RouteDefinition, principal: Principal | null, params: 
 function collectFiles(req: Request): UploadedFile[] {
   const raw = req.files as Record<string, Express.Multer.File[]> | Express.Multer.File[] | undefined;
   const list = !raw ? [] : Array.isArray(raw) ? raw : Object.values(raw).flat();
-  return list.map((f) => ({ field: f.fieldname, originalName: f.originalname, path: f.path, size: f.size, mimeType: f.mimetype }));
+  return list.map((f) => ({ field: f.fieldname, originalName: f.originalname, path: f.path, size: f.size, mimeType: f.mimetype, ...(f.buffer ? { bytes: f.buffer } : {}) }));
 }
 
 function formParser(route: RouteDefinition, env: RouteEnvironment): express.RequestHandler[] {

@@ -108,14 +108,19 @@ const TEXT_CHUNK_BYTES = 1024 * 1024;
 /** Central directories beyond this are read only in part (names of the first entries suffice). */
 const MAX_CENTRAL_DIRECTORY_BYTES = 32 * 1024 * 1024;
 
-/** Random access to the uploaded file. */
-class Probe {
+/** Random access to the uploaded file: on disk, or held in memory (a small upload). */
+interface Probe {
+  readonly size: number;
+  /** Up to `length` bytes from `offset`; shorter at the end of the file, empty beyond it. */
+  read(offset: number, length: number): Promise<Buffer>;
+}
+
+class FileProbe implements Probe {
   constructor(
     private readonly handle: FileHandle,
     readonly size: number,
   ) {}
 
-  /** Up to `length` bytes from `offset`; shorter at the end of the file, empty beyond it. */
   async read(offset: number, length: number): Promise<Buffer> {
     if (offset < 0 || offset >= this.size || length <= 0) return Buffer.alloc(0);
     const want = Math.min(length, this.size - offset);
@@ -127,6 +132,19 @@ class Probe {
       done += bytesRead;
     }
     return buf.subarray(0, done);
+  }
+}
+
+class BytesProbe implements Probe {
+  constructor(private readonly bytes: Buffer) {}
+
+  get size(): number {
+    return this.bytes.length;
+  }
+
+  async read(offset: number, length: number): Promise<Buffer> {
+    if (offset < 0 || length <= 0) return Buffer.alloc(0);
+    return this.bytes.subarray(offset, offset + length);
   }
 }
 
@@ -472,32 +490,36 @@ async function checkText(probe: Probe, head: Buffer, name: string, extension: st
 
 /**
  * Decides whether the file's content matches its extension. The reason of a refusal is a sentence
- * that names the file and the problem, meant to be shown to the uploader as is.
+ * that names the file and the problem, meant to be shown to the uploader as is. `bytes`: the whole
+ * content when the upload is held in memory (read from there instead of opening the file).
  */
-export async function checkFileSignature(file: { path: string; name: string; extension: string }): Promise<SignatureResult> {
+export async function checkFileSignature(file: { path: string; name: string; extension: string; bytes?: Buffer }): Promise<SignatureResult> {
   const extension = file.extension.toLowerCase();
-  const { name } = file;
+  if (file.bytes) return verdict(new BytesProbe(file.bytes), file.name, extension);
   const handle = await fsp.open(file.path, 'r');
   try {
     const { size } = await handle.stat();
-    if (size === 0) return { ok: false, reason: `${name} is empty` };
-    const probe = new Probe(handle, size);
-    const head = await probe.read(0, HEAD_BYTES);
-    if (textExtensions.includes(extension)) return await checkText(probe, head, name, extension);
-
-    const expected = binaryExpectations[extension];
-    if (!expected) return { ok: false, reason: `${name}: .${extension} files are not supported` };
-    let found = await identify(probe, head, expected, extension);
-    // A PDF may carry a few bytes of junk before its header; readers look in the first 1 KiB.
-    if (!found && expected === 'pdf' && head.subarray(0, 1024).includes('%PDF-', 0, 'latin1')) found = await analysePdf(probe);
-    if (!found) {
-      if (looksLikeText(head)) return { ok: false, reason: `${name} is a text file, not a .${extension} file` };
-      return { ok: false, reason: `${name} is not ${labels[expected]}: its content does not start with the signature of that format` };
-    }
-    if (found.kind === expected) return found.problem ? { ok: false, reason: `${name} is ${found.problem}` } : { ok: true, kind: expected };
-    if (found.problem && containerOf(found.kind) === containerOf(expected)) return { ok: false, reason: `${name} is ${found.problem}` };
-    return { ok: false, reason: mismatch(name, extension, found.kind) };
+    return await verdict(new FileProbe(handle, size), file.name, extension);
   } finally {
     await handle.close();
   }
+}
+
+async function verdict(probe: Probe, name: string, extension: string): Promise<SignatureResult> {
+  if (probe.size === 0) return { ok: false, reason: `${name} is empty` };
+  const head = await probe.read(0, HEAD_BYTES);
+  if (textExtensions.includes(extension)) return checkText(probe, head, name, extension);
+
+  const expected = binaryExpectations[extension];
+  if (!expected) return { ok: false, reason: `${name}: .${extension} files are not supported` };
+  let found = await identify(probe, head, expected, extension);
+  // A PDF may carry a few bytes of junk before its header; readers look in the first 1 KiB.
+  if (!found && expected === 'pdf' && head.subarray(0, 1024).includes('%PDF-', 0, 'latin1')) found = await analysePdf(probe);
+  if (!found) {
+    if (looksLikeText(head)) return { ok: false, reason: `${name} is a text file, not a .${extension} file` };
+    return { ok: false, reason: `${name} is not ${labels[expected]}: its content does not start with the signature of that format` };
+  }
+  if (found.kind === expected) return found.problem ? { ok: false, reason: `${name} is ${found.problem}` } : { ok: true, kind: expected };
+  if (found.problem && containerOf(found.kind) === containerOf(expected)) return { ok: false, reason: `${name} is ${found.problem}` };
+  return { ok: false, reason: mismatch(name, extension, found.kind) };
 }

@@ -11,6 +11,8 @@ export interface UploadedFile {
   path: string;
   size: number;
   mimeType: string;
+  /** The whole content, when it is small enough to be held in memory too (api/http/request-limits.ts). */
+  bytes?: Buffer;
 }
 
 export function extensionOf(filename: string): string {
@@ -25,7 +27,7 @@ export function extensionOf(filename: string): string {
  * even when its format would be a 501.
  */
 export async function checkUpload(
-  file: { originalName: string; path: string; size: number },
+  file: { originalName: string; path: string; size: number; bytes?: Buffer },
   partner: { allowAudioVideo: boolean } = { allowAudioVideo: true },
 ): Promise<{ extension: string; kind: FileKind }> {
   if (hasControlCharacters(file.originalName)) throw badRequest(`the file name ${JSON.stringify(file.originalName)} contains control characters`);
@@ -36,7 +38,7 @@ export async function checkUpload(
   if (!partner.allowAudioVideo && isAudioVideo(extension)) {
     throw new AppError('forbidden', `audio and video uploads are not enabled for this partner (${file.originalName})`);
   }
-  const verdict = await checkFileSignature({ path: file.path, name: file.originalName, extension });
+  const verdict = await checkFileSignature({ path: file.path, bytes: file.bytes, name: file.originalName, extension });
   if (!verdict.ok) throw badRequest(verdict.reason);
   return { extension, kind: verdict.kind };
 }

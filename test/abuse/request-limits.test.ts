@@ -132,6 +132,28 @@ describe('request limits while the body streams', function () {
     assert.deepEqual((await h('GET', `/api/knowledgebases/${p.name}`, { key: admin() })).body, []);
   });
 
+  it('stores uploads byte for byte whether they are held in memory (up to 64 KiB) or streamed to disk, sent in small pieces; the upload directory is left empty', async () => {
+    const text = (size: number, seed: number) => Buffer.from(Array.from({ length: size }, (_, i) => 'abcdefghij klmnopqrstuvwxyz\n'[(i * 7 + seed) % 28]).join(''));
+    for (const [k, size] of [10, 64 * 1024, 64 * 1024 + 1, 300 * 1024].entries()) {
+      const content = text(size, k);
+      const res = await streamRequest(`${api.url}/api/documents/${kb.partner.name}/${kb.kb}`, {
+        headers: { ...multipart, 'x-api-key': kb.partner.key },
+        pieces: function* () {
+          yield field('type', 'file');
+          yield field('folder', kb.folder);
+          yield fileHead('file', `sized-${size}.txt`);
+          for (let at = 0; at < content.length; at += 1000) yield content.subarray(at, at + 1000);
+          yield Buffer.from('\r\n');
+          yield closing;
+        },
+      });
+      assert.equal(res.status, 201, JSON.stringify(res.body));
+      const stored = await fs.readFile(path.join(storage, 'documents', res.body.id, 'original.txt'));
+      assert.ok(stored.equals(content), `a file of ${size} bytes is stored as sent (${stored.length} bytes stored)`);
+    }
+    assert.deepEqual(await uploads(), [], 'the upload directory is empty');
+  });
+
   it('refuses more files than a field takes (400) and keeps none of them', async () => {
     const before = await documentCount();
     const res = await streamRequest(`${api.url}/api/documents/${kb.partner.name}/${kb.kb}`, {

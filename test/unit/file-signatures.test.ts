@@ -196,7 +196,14 @@ function sample(name: string, content: Buffer | string): { path: string; name: s
   fs.writeFileSync(file, content);
   return { path: file, name, extension: extensionOf(name) };
 }
-const check = (name: string, content: Buffer | string) => checkFileSignature(sample(name, content));
+/** The verdict on the file as written to disk; a small upload is held in memory and checked from there, with the same verdict. */
+async function check(name: string, content: Buffer | string) {
+  const onDisk = sample(name, content);
+  const result = await checkFileSignature(onDisk);
+  const inMemory = await checkFileSignature({ ...onDisk, path: '/nonexistent/held-in-memory', bytes: Buffer.from(content) });
+  assert.deepEqual(inMemory, result, `${name}: the same verdict from memory as from disk`);
+  return result;
+}
 
 async function accepted(name: string, content: Buffer | string, kind: FileKind) {
   const result = await check(name, content);
