@@ -193,6 +193,13 @@ async function launchTemporal(o: TemporalOptions): Promise<ManagedProcess> {
   // handful of workers the partitions add that work and no throughput. Server CPU per workflow
   // start -6 % (3,000 starts from 32 callers, interleaved runs).
   args.push('--dynamic-config-value', 'matching.numTaskqueueReadPartitions=1', '--dynamic-config-value', 'matching.numTaskqueueWritePartitions=1');
+  // The history service keeps every workflow it touched in the last hour in memory, up to 128,000,
+  // so a server that starts documents steadily grows its live heap with them, and each garbage
+  // collection marks all of it. 4,096 is far more than the workflows the workers advance at once;
+  // one that was evicted is read back from the database at its next event. After ~11,000 starts at
+  // 300-400 a second (GODEBUG=gctrace=1): live heap 117-145 -> 83-98 MB, CPU per collection
+  // ~190 -> ~110 ms (bench/RESULTS.md); over a day of work the cap is what bounds the heap.
+  args.push('--dynamic-config-value', 'history.hostLevelCacheMaxSize=4096');
   for (const sa of searchAttributeDeclarations) args.push('--search-attribute', sa);
   // Go's collector runs when the heap has grown by GOGC % since the last one: at 200 instead of
   // 100 it runs half as often, for server CPU per workflow start -9 % and peak memory about 400 ->
