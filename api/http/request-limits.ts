@@ -186,6 +186,8 @@ export async function removeWritten(req: Request): Promise<void> {
 const SMALL_UPLOAD_BYTES = 64 * KIB;
 /** Small uploads are also held in memory for the handler (signature check without reading the file back) up to this much per request. */
 const HELD_BYTES_PER_REQUEST = 1024 * KIB;
+/** A file whose bytes arrive after its request's files were removed is not written at all. */
+const endedFirst = () => new Error('the request ended before the upload did');
 
 /**
  * multer's storage engine: disk files in `dir`, each tracked from the moment it is created. A file
@@ -214,7 +216,7 @@ function trackedDiskStorage(dir: string): multer.StorageEngine {
       };
       const onEnd = () => {
         stop();
-        if (w.removed) return cb(new Error('the request ended before the upload did'));
+        if (w.removed) return cb(endedFirst());
         const bytes = Buffer.concat(head, received);
         try {
           w.small.add(target);
@@ -233,7 +235,7 @@ function trackedDiskStorage(dir: string): multer.StorageEngine {
       };
       const toDisk = () => {
         stop();
-        if (w.removed) return void cb(new Error('the request ended before the upload did'));
+        if (w.removed) return void cb(endedFirst());
         stream.pause();
         const out = fs.createWriteStream(target);
         w.open.add(out);

@@ -27,7 +27,7 @@ export function extensionOf(filename: string): string {
  * even when its format would be a 501.
  */
 export async function checkUpload(
-  file: { originalName: string; path: string; size: number; bytes?: Buffer },
+  file: Pick<UploadedFile, 'originalName' | 'path' | 'size' | 'bytes'>,
   partner: { allowAudioVideo: boolean } = { allowAudioVideo: true },
 ): Promise<{ extension: string; kind: FileKind }> {
   if (hasControlCharacters(file.originalName)) throw badRequest(`the file name ${JSON.stringify(file.originalName)} contains control characters`);

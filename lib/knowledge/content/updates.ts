@@ -47,7 +47,7 @@ async function submittedText(deps: ContentDeps, type: EditableContentVersion, up
   let text: string;
   if (update.file) {
     const name = update.file.originalName;
-    const data = await fsp.readFile(update.file.path);
+    const data = update.file.bytes ?? (await fsp.readFile(update.file.path));
     const decoded = decodeUtf8(data);
     if (decoded === null) throw badRequest(`${name} is not valid UTF-8 text; ${type} content must be UTF-8`);
     if (decoded.includes('\u0000')) throw badRequest(`${name} contains NUL characters; ${type} content must be text`);
