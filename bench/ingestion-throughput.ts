@@ -18,7 +18,9 @@
  *     meanwhile, so only creation is measured. Each kind that starts workflows runs twice: back to
  *     back (the most accepted; the 32 clients' own queue is in every request's time) and paced, the
  *     32 clients offering 300 documents/s in all (BENCH_PACED_RATE) on a fixed schedule, each
- *     request timed from its turn. Goal: >= 300 documents/s, p99 < 100 ms.
+ *     request timed from its turn. Goal: >= 300 documents/s, p99 < 100 ms. A last paced row starts
+ *     the same workflow from this process straight to Temporal (no API, HTTP or database): the floor
+ *     the Temporal dev server alone sets under the paced rows.
  * (c) GET /api/documents and /api/kb-data of a knowledge base of 10,000 documents (BENCH_LISTED),
  *     whole and a page of 100, p50 and p99 (one request at a time).
  *
@@ -40,6 +42,8 @@ import { VectorIndex, chunkClassFor, type ChunkRecord } from '../lib/providers/v
 import { chunkRecord, prepareDocument, type PreparedDocument } from '../lib/retrieval/indexing.js';
 import { extractFile } from '../lib/digitization/extractors/index.js';
 import { loadConfig } from '../lib/platform/config.js';
+import { connectTemporalClient } from '../lib/platform/temporal.js';
+import { startDocumentPipeline } from '../lib/knowledge/pipeline-runs.js';
 import { systemEnv, testStack } from '../test/support/stack.js';
 import { percentile, startApiProcess, startBenchStack, startWorker, stopTestStack, writeSection, type BenchApi, type RunningWorker } from './audio-system.js';
 import { generateCorpus } from './support/corpus.js';
@@ -372,6 +376,25 @@ async function creation(api: BenchApi, label: string, docsPerRequest: number, re
   return { label, documents, requests: latencies.length, seconds, latencies, failures, apiCpuMsPerDocument: (cpu * 1000) / documents, clientCpuMsPerDocument: (clientCpu.user + clientCpu.system) / 1000 / documents, temporalCpuMsPerDocument: temporalMs / documents, machineCpuMsPerDocument: machineBusyMs / documents };
 }
 
+/**
+ * The floor under the paced rows: the same document workflow started the way the API starts it
+ * (lib/knowledge/pipeline-runs.ts, a grpc-js client), from this process at the same rate, with no
+ * API, HTTP or database in between. On a task queue no worker polls, so none of them ever runs.
+ */
+async function workflowStartsAlone(api: BenchApi): Promise<CreationResult> {
+  const temporal = await connectTemporalClient(testStack().temporalAddress, 'default');
+  const deps = { temporal, taskQueue: 'bench-workflow-starts-alone' };
+  try {
+    return await creation(api, `workflow start alone (this process straight to Temporal, no API)${paced}`, 1, async () => {
+      const documentId = crypto.randomUUID();
+      await startDocumentPipeline(deps, { documentId, knowledgeBaseId: crypto.randomUUID(), partner: 'bench', steps: ['digitize'] });
+      return { status: 201, body: Buffer.from(documentId) };
+    }, PACED_RATE);
+  } finally {
+    await temporal.connection.close();
+  }
+}
+
 async function timedGets(url: string, key: string, n: number): Promise<{ p50: number; p99: number; bytes: number }> {
   const ms: number[] = [];
   let bytes = 0;
@@ -386,6 +409,8 @@ async function timedGets(url: string, key: string, n: number): Promise<{ p50: nu
   }
   return { p50: percentile(ms, 50), p99: percentile(ms, 99), bytes };
 }
+
+const paced = `, paced at ${PACED_RATE} documents/s`;
 
 /** (b) Document creation by CLIENTS concurrent clients, no worker running: the table's rows. */
 async function creationRuns(api: BenchApi): Promise<string[]> {
@@ -417,7 +442,6 @@ async function creationRuns(api: BenchApi): Promise<string[]> {
       { name: 'use_original_as_rewritten', value: 'true' },
       ...Array.from({ length: UPLOAD_BATCH }, (_, i) => ({ name: 'files', filename: `note-${i}.txt`, content: file })),
     ]);
-  const paced = `, paced at ${PACED_RATE} documents/s`;
   const single = await creation(api, 'single file upload (POST /api/documents)', 1, uploadSingle);
   const singlePaced = await creation(api, `single file upload${paced}`, 1, uploadSingle, PACED_RATE);
   const singleUrl = await creation(api, 'single URL document (POST /api/documents, type=url)', 1, createUrl);
@@ -432,6 +456,7 @@ async function creationRuns(api: BenchApi): Promise<string[]> {
   );
   const batched = await creation(api, `batch file upload, ${UPLOAD_BATCH} files a request`, UPLOAD_BATCH, uploadBatch);
   const batchedPaced = await creation(api, `batch file upload${paced}`, UPLOAD_BATCH, uploadBatch, PACED_RATE);
+  const startsAlone = await workflowStartsAlone(api);
   const urlStarted = performance.now();
   const urlRes = await fetch(`${api.url}/api/documents/${kbB.name}/${kbB.kb}/batch`, {
     method: 'POST',
@@ -454,6 +479,7 @@ async function creationRuns(api: BenchApi): Promise<string[]> {
     creationRow(empty),
     creationRow(batched),
     creationRow(batchedPaced),
+    creationRow(startsAlone),
     `| batch URL import, one request of 1,000 URLs | 1 | ${urlBody.summary.succeeded} | ${fmt(urlBody.summary.succeeded / (urlMs / 1000), 0)} | ${fmt(urlMs)} (the request) | | | | | | ${1000 - urlBody.summary.succeeded} |`,
   ];
 }
