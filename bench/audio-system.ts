@@ -17,6 +17,7 @@ const benchDir = path.dirname(fileURLToPath(import.meta.url));
 
 export interface BenchApi {
   url: string;
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -41,6 +42,7 @@ export async function startApiProcess(env: Record<string, string> = {}, nodeArgs
   }
   return {
     url,
+    pid: child.pid!,
     async stop() {
       if (child.exitCode !== null) return;
       child.kill('SIGTERM');

@@ -12,10 +12,11 @@
  * (b) Document creation with 32 concurrent clients (BENCH_CLIENTS), each request timed from send to
  *     answer (the answer comes after the workflow has started): single file uploads, single URL
  *     documents, empty documents, batch file uploads of 20, one batch URL import of 1,000 URLs;
- *     with the CPU time per document of the API process (its process_cpu_seconds_total), of the
- *     Temporal dev server, and of the whole machine (/proc/stat: the API, PostgreSQL, Temporal, the
- *     client and whatever else runs). No worker runs
- *     meanwhile, so only creation is measured. Each kind that starts workflows runs twice: back to
+ *     with the CPU time per document of the API process and of the Temporal dev server (/proc, not
+ *     the API's /metrics: its workflow gauges count Temporal's visibility, which holds up every
+ *     workflow start meanwhile), and of the whole machine (/proc/stat: the API, PostgreSQL,
+ *     Temporal, the client and whatever else runs). No worker runs meanwhile, so only creation is
+ *     measured. Each kind that starts workflows runs twice: back to
  *     back (the most accepted; the 32 clients' own queue is in every request's time) and paced, the
  *     32 clients offering 300 documents/s in all (BENCH_PACED_RATE) on a fixed schedule, each
  *     request timed from its turn. Goal: >= 300 documents/s, p99 < 100 ms. A last paced row starts
@@ -300,7 +301,7 @@ interface CreationResult {
   seconds: number;
   latencies: number[];
   failures: number;
-  /** CPU time of the API process per document created (its process_cpu_seconds_total over the run). */
+  /** CPU time of the API process per document created (/proc). */
   apiCpuMsPerDocument: number;
   /** CPU time of the Temporal dev server per document (its workflow starts). */
   temporalCpuMsPerDocument: number;
@@ -308,14 +309,6 @@ interface CreationResult {
   clientCpuMsPerDocument: number;
   /** CPU time of the whole machine per document (every process: the API, PostgreSQL, Temporal, the client, and anything else running). */
   machineCpuMsPerDocument: number;
-}
-
-/** The API process's CPU time so far (s), from its Prometheus metrics. */
-async function apiCpuSeconds(api: BenchApi): Promise<number> {
-  const res = await fetch(`${api.url}/metrics`, { headers: { 'X-API-Key': testStack().adminApiKey } });
-  const text = await res.text();
-  const value = /^process_cpu_seconds_total (\S+)$/m.exec(text)?.[1];
-  return value === undefined ? NaN : Number(value);
 }
 
 /**
@@ -330,7 +323,7 @@ async function creation(api: BenchApi, label: string, docsPerRequest: number, re
   let failures = 0;
   let firstFailure = '';
   /** The API's and the machine's CPU time when the warm-up ended. */
-  const atWarm: { api?: Promise<number>; machine?: ReturnType<typeof machineTicks>; temporal?: number; client?: NodeJS.CpuUsage } = {};
+  const atWarm: { api?: number; machine?: ReturnType<typeof machineTicks>; temporal?: number; client?: NodeJS.CpuUsage } = {};
   const temporalPid = temporalServerPid();
   const startedAt = performance.now();
   const warmUntil = startedAt + 1000;
@@ -347,7 +340,7 @@ async function creation(api: BenchApi, label: string, docsPerRequest: number, re
         }
         if (t >= endAt) break;
         if (t >= warmUntil) {
-          atWarm.api ??= apiCpuSeconds(api);
+          atWarm.api ??= processCpuMs(api.pid);
           atWarm.machine ??= machineTicks();
           atWarm.temporal ??= processCpuMs(temporalPid);
           atWarm.client ??= process.cpuUsage();
@@ -367,13 +360,13 @@ async function creation(api: BenchApi, label: string, docsPerRequest: number, re
   const machineEnd = machineTicks();
   const clientCpu = process.cpuUsage(atWarm.client);
   const temporalMs = processCpuMs(temporalPid) - (atWarm.temporal ?? NaN);
-  const cpu = (await apiCpuSeconds(api)) - (await (atWarm.api ?? Promise.resolve(NaN)));
+  const apiMs = processCpuMs(api.pid) - (atWarm.api ?? NaN);
   const busyTicks = atWarm.machine ? machineEnd.total - machineEnd.idle - (atWarm.machine.total - atWarm.machine.idle) : NaN;
   const machineBusyMs = (busyTicks * 1000) / TICKS_PER_SECOND;
   if (firstFailure) console.error(`${label}: ${failures} failed, the first: ${firstFailure}`);
   const seconds = CREATE_SECONDS;
   const documents = latencies.length * docsPerRequest;
-  return { label, documents, requests: latencies.length, seconds, latencies, failures, apiCpuMsPerDocument: (cpu * 1000) / documents, clientCpuMsPerDocument: (clientCpu.user + clientCpu.system) / 1000 / documents, temporalCpuMsPerDocument: temporalMs / documents, machineCpuMsPerDocument: machineBusyMs / documents };
+  return { label, documents, requests: latencies.length, seconds, latencies, failures, apiCpuMsPerDocument: apiMs / documents, clientCpuMsPerDocument: (clientCpu.user + clientCpu.system) / 1000 / documents, temporalCpuMsPerDocument: temporalMs / documents, machineCpuMsPerDocument: machineBusyMs / documents };
 }
 
 /**
@@ -579,7 +572,7 @@ async function main() {
       '',
       `Extraction alone took ${fmt(a1.extractMs / DOCUMENTS)} ms a document in process (the corpus is Markdown, decoded without a thread; parsed formats take one bounded thread each, lib/digitization/extractors/isolated.ts).`,
       '',
-      `**(b) Document creation, ${CLIENTS} concurrent clients**, ${CREATE_SECONDS} s each after a 1 s warm-up; a request's time is from sending it to its answer, which comes after the document's workflow has started. Rows without a rate: each client sends its next request when the last is answered (the most the system accepts; the clients' own queue is part of every request's time). Paced rows: the clients offer ${PACED_RATE} documents a second in all on a fixed schedule and a request's time counts from its turn. No worker ran. CPU per document: of the API process (its \`process_cpu_seconds_total\`), of the Temporal dev server (/proc), and of the whole machine (the API, PostgreSQL, the Temporal dev server, this client, and whatever else ran meanwhile): ${os.availableParallelism()} cores divided by it is the most documents a second the machine could create.`,
+      `**(b) Document creation, ${CLIENTS} concurrent clients**, ${CREATE_SECONDS} s each after a 1 s warm-up; a request's time is from sending it to its answer, which comes after the document's workflow has started. Rows without a rate: each client sends its next request when the last is answered (the most the system accepts; the clients' own queue is part of every request's time). Paced rows: the clients offer ${PACED_RATE} documents a second in all on a fixed schedule and a request's time counts from its turn. No worker ran. CPU per document: of the API process and of the Temporal dev server (/proc; not the API's /metrics, whose workflow gauges count Temporal's visibility and would hold up the starts being measured), and of the whole machine (the API, PostgreSQL, the Temporal dev server, this client, and whatever else ran meanwhile): ${os.availableParallelism()} cores divided by it is the most documents a second the machine could create.`,
       '',
       ...b,
       '',
