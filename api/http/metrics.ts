@@ -16,7 +16,7 @@ export function apiMetrics(deps: ApiDeps): Metrics {
     cacheSeconds: deps.config.metrics.cacheSeconds,
     onSourceError: (source, err) => deps.log.warn('metrics source failed', { source, error: (err as Error).message }),
   });
-  registerOperationalMetrics(metrics, deps);
+  registerOperationalMetrics(metrics, { ...deps, closedWindowSeconds: deps.config.metrics.closedWindowSeconds });
   return metrics;
 }
 

@@ -118,6 +118,8 @@ export interface MetricsSettings {
   apiKey: string | null;
   /** How long a reading of Postgres or Temporal for the scrape-time gauges is reused. */
   cacheSeconds: number;
+  /** How far back the workflow gauge counts closed executions (open ones are always counted). */
+  closedWindowSeconds: number;
 }
 
 /** The voice interface (README, "Voices"). */
@@ -424,6 +426,7 @@ const configDefaults = {
   VOICE_RETRY_WINDOW_SECONDS: String(7 * 86400),
   VOICE_RATE_LIMIT_PER_MINUTE: '30',
   METRICS_CACHE_SECONDS: '15',
+  METRICS_CLOSED_WINDOW_SECONDS: '3600',
   REQUESTS_PER_MINUTE_KNOWLEDGE_BASE: '1200',
   REQUESTS_PER_MINUTE_MESSAGING: '600',
   REQUESTS_PER_MINUTE_TRANSCRIPTION: '600',
@@ -760,7 +763,11 @@ function metricsSettings(env: Env, adminApiKey: string): MetricsSettings {
   const apiKey = env.METRICS_API_KEY || null;
   if (apiKey !== null && (apiKey.length < 16 || /\s/.test(apiKey))) throw new ConfigError('METRICS_API_KEY must be at least 16 characters, without spaces');
   if (apiKey === adminApiKey) throw new ConfigError('METRICS_API_KEY must differ from ADMIN_API_KEY (it is the key that can read /metrics and nothing else)');
-  return { apiKey, cacheSeconds: integerSetting('METRICS_CACHE_SECONDS', read(env, 'METRICS_CACHE_SECONDS'), 0, 3600) };
+  return {
+    apiKey,
+    cacheSeconds: integerSetting('METRICS_CACHE_SECONDS', read(env, 'METRICS_CACHE_SECONDS'), 0, 3600),
+    closedWindowSeconds: integerSetting('METRICS_CLOSED_WINDOW_SECONDS', read(env, 'METRICS_CLOSED_WINDOW_SECONDS'), 1, 7 * 86400),
+  };
 }
 
 function retrievalSettings(env: Env): RetrievalConfig {

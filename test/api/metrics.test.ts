@@ -188,6 +188,30 @@ describe('Prometheus metrics at /metrics', function () {
     await eventually('the run counted as completed', async () => valueOf(await scrape(), 'dwb_workflow_executions', completed) >= valueOf(s0, 'dwb_workflow_executions', completed) + 1);
   });
 
+  it('counts open executions always and closed ones for METRICS_CLOSED_WINDOW_SECONDS; a type of no service of ours counts as other', async () => {
+    const windowed = await startApi({ METRICS_API_KEY: metricsKey, METRICS_CACHE_SECONDS: '0', METRICS_CLOSED_WINDOW_SECONDS: '3' });
+    try {
+      const running = { type: 'other', status: 'Running' };
+      const terminated = { type: 'other', status: 'Terminated' };
+      const s0 = await settledScrape('dwb_workflow_executions', running);
+      // A workflow type none of our workers has, on a task queue no worker polls: it stays open until terminated.
+      const probe = await api.deps.temporal.workflow.start('metricsWindowProbe', { taskQueue: `metrics-probe-${crypto.randomUUID()}`, workflowId: unique('metrics-probe'), args: [] });
+      await eventually('the probe counted as running', async () => valueOf(await scrape(windowed.url), 'dwb_workflow_executions', running) === valueOf(s0, 'dwb_workflow_executions', running) + 1);
+      await probe.terminate('metrics test');
+      const closed = await eventually('the probe counted as terminated, no longer running', async () => {
+        const s = await scrape(windowed.url);
+        const moved = valueOf(s, 'dwb_workflow_executions', running) === valueOf(s0, 'dwb_workflow_executions', running) && valueOf(s, 'dwb_workflow_executions', terminated) >= 1;
+        return moved ? valueOf(s, 'dwb_workflow_executions', terminated) : null;
+      });
+      // The API with the default window (one hour) still counts it.
+      assert.ok(valueOf(await scrape(), 'dwb_workflow_executions', terminated) >= closed);
+      await eventually('the probe out of the 3 s window', async () => valueOf(await scrape(windowed.url), 'dwb_workflow_executions', terminated) < closed, 30_000);
+      assert.ok(valueOf(await scrape(), 'dwb_workflow_executions', terminated) >= 1, 'still counted with the default window');
+    } finally {
+      await windowed.close();
+    }
+  });
+
   it('within METRICS_CACHE_SECONDS a scrape storm is answered from one reading', async () => {
     const cached = await startApi({ METRICS_API_KEY: metricsKey, METRICS_CACHE_SECONDS: '3600' });
     try {
@@ -213,6 +237,7 @@ describe('Prometheus metrics at /metrics', function () {
     assert.throws(() => loadConfig({ ...env, METRICS_API_KEY: 'short' }), /METRICS_API_KEY must be at least 16 characters/);
     assert.throws(() => loadConfig({ ...env, METRICS_API_KEY: env.ADMIN_API_KEY! }), /METRICS_API_KEY must differ from ADMIN_API_KEY/);
     assert.throws(() => loadConfig({ ...env, METRICS_CACHE_SECONDS: '-1' }), /METRICS_CACHE_SECONDS/);
+    assert.throws(() => loadConfig({ ...env, METRICS_CLOSED_WINDOW_SECONDS: '0' }), /METRICS_CLOSED_WINDOW_SECONDS/);
     assert.equal(loadConfig(env).metrics.apiKey, null, 'unset: the administrator key only');
   });
 
