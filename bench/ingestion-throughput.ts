@@ -121,32 +121,34 @@ function processRole(pid: number, cmdline: string, comm: string): string {
 
 /**
  * CPU time by part of the system since this call, in seconds (/proc: utime + stime of every
- * process, grouped by processRole, and the machine's busy time). A process that exits in between
- * is missed; the machine's total is not.
+ * process, grouped by processRole, and the machine's busy time). Each process counts what it spent
+ * since the call (all of it when it started since); one that exits in between is missed, since its
+ * time can no longer be read; the machine's total is not.
  */
 function cpuByRole(): () => Map<string, number> {
   const snapshot = () => {
-    const byRole = new Map<string, number>();
+    const byPid = new Map<number, { role: string; seconds: number }>();
     for (const entry of fs.readdirSync('/proc')) {
       if (!/^\d+$/.test(entry)) continue;
       const cpuMs = processCpuMs(Number(entry));
       try {
         const comm = fs.readFileSync(`/proc/${entry}/comm`, 'utf8').trim();
         const cmdline = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').replaceAll('\0', ' ');
-        const role = processRole(Number(entry), cmdline, comm);
-        if (!Number.isNaN(cpuMs)) byRole.set(role, (byRole.get(role) ?? 0) + cpuMs / 1000);
+        if (!Number.isNaN(cpuMs)) byPid.set(Number(entry), { role: processRole(Number(entry), cmdline, comm), seconds: cpuMs / 1000 });
       } catch {
         // gone meanwhile
       }
     }
     const m = machineTicks();
-    byRole.set('machine', (m.total - m.idle) / TICKS_PER_SECOND);
-    return byRole;
+    return { byPid, machine: (m.total - m.idle) / TICKS_PER_SECOND };
   };
   const before = snapshot();
   return () => {
     const after = snapshot();
-    return new Map([...after].map(([role, s]) => [role, s - (before.get(role) ?? 0)]));
+    const byRole = new Map<string, number>();
+    for (const [pid, { role, seconds }] of after.byPid) byRole.set(role, (byRole.get(role) ?? 0) + seconds - (before.byPid.get(pid)?.seconds ?? 0));
+    byRole.set('machine', after.machine - before.machine);
+    return byRole;
   };
 }
 
