@@ -18,9 +18,10 @@
  *     Temporal, the client and whatever else runs). No worker runs meanwhile, so only creation is
  *     measured. Each kind that starts workflows runs twice: back to back (the most accepted; the
  *     32 clients' own queue is in every request's time) and paced, the 32 clients offering 300
- *     documents/s in all (BENCH_PACED_RATE) on a fixed schedule, each request timed from its turn. Goal: >= 300 documents/s, p99 < 100 ms. A last paced row starts
- *     the same workflow from this process straight to Temporal (no API, HTTP or database): the floor
- *     the Temporal dev server alone sets under the paced rows.
+ *     documents/s in all (BENCH_PACED_RATE) on a fixed schedule, each request timed from its
+ *     turn. Goal: >= 300 documents/s, p99 < 100 ms. A last paced row starts the same workflow from
+ *     this process straight to Temporal (no API, HTTP or database): the floor the Temporal dev
+ *     server alone sets under the paced rows.
  * (c) GET /api/documents and /api/kb-data of a knowledge base of 10,000 documents (BENCH_LISTED),
  *     whole and a page of 100, p50 and p99 (one request at a time).
  *
