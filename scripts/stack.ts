@@ -203,9 +203,9 @@ async function launchTemporal(o: TemporalOptions): Promise<ManagedProcess> {
   // A history queue deletes the tasks it has completed at its checkpoint, by default every 30 s:
   // at 300 starts a second, one DELETE of ~9,000 transfer and one of ~9,000 visibility tasks on the
   // server's single SQLite connection, which every start then waits behind (the slowest second of a
-  // logged paced run came at one), over tables holding up to 35 s of tasks. Every second instead: small deletes, short
-  // tables (134 tasks held instead of 4,898 at 100 starts a second), and fewer tasks done again
-  // after a crash. p99 of 70 s of paced starts 60 instead of 76 ms (medians of interleaved runs;
+  // logged paced run came at one), over tables holding up to 35 s of tasks. Every second instead:
+  // small deletes, short tables (134 tasks held instead of 4,898 at 100 starts a second), and fewer
+  // tasks done again after a crash. p99 of 70 s of paced starts 60 instead of 76 ms (medians of interleaved runs;
   // CPU per start within the noise; bench/RESULTS.md).
   for (const queue of ['transfer', 'visibility']) args.push('--dynamic-config-value', `history.${queue}ProcessorUpdateAckInterval="1s"`);
   for (const sa of searchAttributeDeclarations) args.push('--search-attribute', sa);
