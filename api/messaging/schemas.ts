@@ -5,12 +5,14 @@ import { serviceMetadataSchema } from '../../lib/messaging/service-metadata.js';
 /**
  * Request schemas of the messaging interface. The OpenAI-shaped bodies are validated for the
  * fields the service reads and otherwise forwarded as sent (additional properties allowed), so a
- * provider feature this service does not know about still reaches the model.
+ * provider feature this service does not know about still reaches the model. As in OpenAI's API,
+ * an optional field sent as null means the field is not given (clients that serialise unset
+ * options as null work unchanged).
  */
-const tokenLimit: JsonSchema = { type: 'integer', minimum: 1, maximum: 10_000_000 };
+const tokenLimit: JsonSchema = { type: ['integer', 'null'], minimum: 1, maximum: 10_000_000 };
 
 const reasoningSchema: JsonSchema = {
-  type: 'object',
+  type: ['object', 'null'],
   description: 'Passed to the model request only: `{effort: none|minimal|low|medium|high}` or `{max_tokens: n}` (thinking budget, separate from the answer limit)',
   properties: {
     effort: { type: 'string', enum: ['none', 'minimal', 'low', 'medium', 'high', 'xhigh'] },
@@ -19,7 +21,7 @@ const reasoningSchema: JsonSchema = {
 };
 
 const metadataSchema: JsonSchema = {
-  type: 'object',
+  type: ['object', 'null'],
   description: '`service` is the character (validated, applied by this service, never forwarded); other keys are forwarded',
   properties: {
     // Validated by the service itself (lib/messaging/service-metadata.ts), so that its errors name
@@ -33,9 +35,9 @@ const metadataSchema: JsonSchema = {
 
 const common = {
   model: { type: 'string', minLength: 1, maxLength: 200 },
-  stream: { type: 'boolean' },
+  stream: { type: ['boolean', 'null'] },
   reasoning: reasoningSchema,
-  fallback_model: { type: 'string', minLength: 1, maxLength: 200, description: 'Tried once when the requested model fails' },
+  fallback_model: { type: ['string', 'null'], minLength: 1, maxLength: 200, description: 'Tried once when the requested model fails' },
   metadata: metadataSchema,
 };
 
@@ -60,7 +62,7 @@ export const responsesBody: JsonSchema = {
   properties: {
     ...common,
     input: { oneOf: [{ type: 'string', minLength: 1 }, { type: 'array', minItems: 1 }] },
-    instructions: { type: 'string' },
+    instructions: { type: ['string', 'null'] },
     max_output_tokens: tokenLimit,
   },
 };

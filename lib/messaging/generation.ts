@@ -341,7 +341,7 @@ export async function responses(ctx: GenerationContext, body: ResponsesBody): Pr
     return { json: { ...result, output: [items.searching, items.fileSearch(query, 'completed', knowledge.sources), items.found(knowledge.sources.length), ...(result.output ?? [])] } };
   }
 
-  if (!character?.knowledge) return passThroughResponses(ctx, client, forwarded, models, plan, abort);
+  if (!character?.knowledge) return passThroughResponses(ctx, client, knowledgeRequest(forwarded, character, null), models, plan, abort);
   const { hold, refine } = await plan.run();
   mark(ctx.res, 'admitted');
   return knowledgeResponsesStream(ctx, client, forwarded, character, query, models, hold, refine, abort);

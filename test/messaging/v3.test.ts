@@ -65,6 +65,22 @@ describe('messaging v3: chat completions and responses through the openai client
       assert.equal(lastCall('/v1/chat/completions').headers.authorization, 'Bearer provider-secret', 'the provider gets our provider key, never the quota key');
     });
 
+    it('takes optional fields sent as null as not given, as OpenAI does', async () => {
+      const chat = await http('POST', '/v3/chat/completions', {
+        key,
+        json: { model: 'small-model', messages: [{ role: 'user', content: 'Hi' }], stream: null, max_tokens: null, max_completion_tokens: null, metadata: null, reasoning: null, fallback_model: null },
+      });
+      assert.equal(chat.status, 200, JSON.stringify(chat.body));
+      assert.equal(chat.body.choices[0].message.content, 'Hello there, traveller.');
+      assert.equal(lastCall('/v1/chat/completions').body.stream, false);
+      const responses = await http('POST', '/v3/responses', { key, json: { model: 'small-model', input: 'Hi', stream: null, instructions: null, max_output_tokens: null, metadata: null } });
+      assert.equal(responses.status, 200, JSON.stringify(responses.body));
+      assert.equal(responses.body.object, 'response');
+      assert.equal(lastCall('/v1/responses').body.instructions, undefined);
+      const wrong = await http('POST', '/v3/chat/completions', { key, json: { model: 'small-model', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 'many' } });
+      assert.equal(wrong.status, 400);
+    });
+
     it('streams chat completion chunks as SSE and ends with [DONE]', async () => {
       const stream = await openai.chat.completions.create({ model: 'small-model', messages: [{ role: 'user', content: 'Hi' }], stream: true, max_tokens: 30 });
       const chunks = await collect(stream);
@@ -108,6 +124,17 @@ describe('messaging v3: chat completions and responses through the openai client
       assert.ok(events.some((e: any) => e.type === 'response.content_part.done' && e.part.type === 'reasoning_text'));
       assert.equal(events.filter((e) => e.type === 'response.output_text.delta').map((e: any) => e.delta).join(''), 'The answer.');
       assert.deepEqual(lastCall('/v1/responses').body.reasoning, { max_tokens: 500 });
+    });
+
+    it("puts a character's prompt before the client's instructions, streamed or not", async () => {
+      const character = { service: { character: { name: 'Ada', prompt: 'You are Ada, a patient tutor.' } } };
+      for (const stream of [false, true]) {
+        const r = await openai.responses.create({ model: 'small-model', input: 'Hi', instructions: 'Answer briefly.', stream, metadata: character } as any);
+        if (stream) await collect(r as any);
+        const sent = lastCall('/v1/responses').body;
+        assert.equal(sent.instructions, 'You are Ada, a patient tutor.\n\nAnswer briefly.', `stream: ${stream}`);
+        assert.equal(sent.metadata, undefined, 'metadata.service is stripped');
+      }
     });
   });
 
