@@ -279,7 +279,7 @@ describe('document content (spec 4.4)', function () {
     assert.equal(status.characters.remaining, 0);
   });
 
-  it('a rewritten update keeps the old vectors searchable until the new text is embedded, then only the new chunks remain, with no quota effect', async () => {
+  it('a rewritten update cleans the old vectors first, then only the new chunks are embedded, with no quota effect', async () => {
     const k = await newKnowledgeBase(http);
     const id = await upload(k, oldArticle, { name: 'lighthouse.md', asRewritten: true });
     const before = await processed(k, id, (d) => d.embedding_status === 'success');
@@ -297,7 +297,8 @@ describe('document content (spec 4.4)', function () {
       assert.ok(r.body.in_queues.includes('embedding'));
       assert.equal(r.body.file_rewritten, 'rewritten.md');
       assert.equal(r.body.final_rewrite_char_count, [...newArticle].length);
-      assert.equal((await index.listDocumentChunkIndexes(id)).length, before.embedding_chunk_count, 'the old version stays searchable until the new one is embedded');
+      assert.deepEqual(await index.listDocumentChunkIndexes(id), [], 'the old version is no longer searchable once the update is accepted');
+      assert.equal(r.body.embedding_chunk_count, 0);
       assert.equal((await getContent(k, id, 'rewritten')).body.content, newArticle);
       assert.equal((await limits(k)).characters.consumed, consumed, 'no quota effect');
       const busy = await putContent(k, id, 'rewritten', { content: 'another\n' });

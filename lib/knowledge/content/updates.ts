@@ -99,19 +99,21 @@ async function replaceOriginal(deps: ContentDeps, doc: DocumentRow, update: Cont
 }
 
 async function replaceRewritten(deps: ContentDeps, partner: string, doc: DocumentRow, text: string): Promise<DocumentRow> {
+  // Spec 4.4: the old vectors are cleaned first, so text the partner replaced (say, to correct it)
+  // is never retrieved again, even while the new embedding waits for budget or fails. Removed
+  // before anything else changes: an index that cannot be reached fails the update with nothing
+  // changed, and a crash after it leaves the old version unsearchable with its text still stored.
+  await deps.index.deleteDocumentChunks(doc.id, 0);
   await deps.storage.write(documentFiles.rewritten(doc.id), text);
   await deps.db.$transaction([
     deps.db.document.update({
       where: { id: doc.id },
-      data: { fileRewritten: 'rewritten.md', finalRewriteCharCount: countCharacters(text), embeddingStatus: 'pending', embeddingError: null, processingError: null },
+      data: { fileRewritten: 'rewritten.md', finalRewriteCharCount: countCharacters(text), embeddingStatus: 'pending', embeddingError: null, processingError: null, embeddingChunkCount: 0 },
     }),
     moveQueueMarkers(deps.db, doc.id, { add: ['embedding'] }),
   ]);
   await refreshKnowledgeBaseEmbeddingStatus(deps.db, doc.knowledgeBaseId);
   try {
-    // The old vectors stay searchable until the embed step has written the new ones and removed
-    // what is left of the old (activities/embedding.ts): a crash at any point leaves the document
-    // searchable and its embedding queued.
     await startDocumentPipeline(deps, { documentId: doc.id, knowledgeBaseId: doc.knowledgeBaseId, partner, steps: ['embed'], requestCharacterLimit: null });
   } catch (err) {
     // A concurrent update started the embedding: it reads the newest rewritten content anyway.
