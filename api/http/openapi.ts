@@ -58,7 +58,7 @@ function requestBodyOf(route: RouteDefinition) {
     schema.properties[f.name] =
       f.maxCount > 1 ? { type: 'array', items: { type: 'string', format: 'binary' } } : { type: 'string', format: 'binary' };
   }
-  return { required: true, content: { ...json, 'multipart/form-data': { schema }, 'application/x-www-form-urlencoded': { schema } } };
+  return { required: !(route.body.type === 'form' && route.body.allowEmptyBody), content: { ...json, 'multipart/form-data': { schema }, 'application/x-www-form-urlencoded': { schema } } };
 }
 
 const securityOf = (route: RouteDefinition) =>

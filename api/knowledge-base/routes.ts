@@ -53,7 +53,7 @@ export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
     defineRoute<{ partner: string }, unknown, PartnerSettings>({
       method: 'post', path: '/api/partners/{partner}', access: 'admin', summary: 'Create a partner; returns its key once',
       params: { ...s.pathParams('partner'), properties: { partner: s.partnerName } },
-      body: { type: 'form', schema: s.partnerSettingsForm },
+      body: { type: 'form', schema: s.partnerSettingsForm, allowEmptyBody: true },
       responses: { 201: { description: 'Created partner with `api_key`', schema: s.partnerWithKey }, 409: { description: 'Exists' }, ...s.standardErrors },
       handler: async ({ params, body }) => {
         const { partner, apiKey } = await createPartner(db, params.partner, body);
@@ -62,7 +62,7 @@ export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
     }),
     defineRoute<{ partner: string }, unknown, PartnerSettings & { new_name?: string }>({
       method: 'put', path: '/api/partners/{partner}', access: 'admin', summary: 'Update or rename a partner',
-      params: s.pathParams('partner'), body: { type: 'form', schema: s.partnerUpdateForm },
+      params: s.pathParams('partner'), body: { type: 'form', schema: s.partnerUpdateForm, allowEmptyBody: true },
       responses: { 200: { description: 'Updated partner', schema: s.partnerObject }, 409: { description: 'New name taken' }, ...s.standardErrors },
       handler: async ({ params, body }) => {
         const before = await findPartner(db, params.partner);

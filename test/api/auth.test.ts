@@ -510,6 +510,16 @@ describe('API authentication and authorization', function () {
       assert.ok(!JSON.stringify(stored).includes(key), 'the database holds no plain key');
     });
 
+    it('a partner is created, and updated, with no body at all: every field is optional (spec 4.5)', async () => {
+      const name = unique('bare');
+      const created = await http('POST', `/api/partners/${name}`, { key: admin });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      assert.deepEqual([created.body.max_documents, created.body.allow_audio_video, created.body.vendor_sync_enabled], [100_000_000, true, false], 'the defaults');
+      const updated = await http('PUT', `/api/partners/${name}`, { key: admin });
+      assert.equal(updated.status, 200, JSON.stringify(updated.body));
+      assert.equal(updated.body.max_documents, 100_000_000);
+    });
+
     it('regenerate-key replaces the key: the old one gets 401 and the new one works', async () => {
       const p = await newPartner(http);
       const res = await http('POST', `/api/partners/${p.name}/regenerate-key`, { key: admin });
