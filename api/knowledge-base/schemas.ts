@@ -274,10 +274,10 @@ export const limitsPatchBody: JsonSchema = {
     dollar_limit_usd: {
       anyOf: [
         { type: 'string', pattern: '^\\d{1,20}(\\.\\d{1,8})?$' },
-        { type: 'number', minimum: 0 },
+        { type: 'number', minimum: 0, format: 'decimal-8' },
         { type: 'null' },
       ],
-      description: 'Decimal USD, at most 8 decimal places',
+      description: 'Decimal USD, at most 8 decimal places (as a string, or a number whose shortest form has at most 8)',
     },
   },
 };

@@ -46,8 +46,14 @@ describe('knowledge-base budgets over HTTP and through workflows', function () {
     r = await http('PATCH', path, { key: partner.key, json: { character_limit: 0 } });
     assert.equal(r.body.characters.remaining, 0);
     assert.equal(r.body.blocked, true);
-    const bad = await http('PATCH', path, { key: partner.key, json: { dollar_limit_usd: '1.123456789' } });
-    assert.equal(bad.status, 400);
+    for (const dollars of ['1.123456789', 0.123456789, 1e-9, 1e25, -1]) {
+      const bad = await http('PATCH', path, { key: partner.key, json: { dollar_limit_usd: dollars } });
+      assert.equal(bad.status, 400, `${dollars}: ${JSON.stringify(bad.body)}`);
+      assert.match(bad.body.detail, /dollar_limit_usd/);
+    }
+    r = await http('PATCH', path, { key: partner.key, json: { dollar_limit_usd: 2.5 } });
+    assert.equal(r.body.limits.dollar_limit_usd, 2.5, 'a number with few decimals is taken as written');
+    r = await http('PATCH', path, { key: partner.key, json: { dollar_limit_usd: '0.10000001' } });
     const badType = await http('PATCH', path, { key: partner.key, json: { character_limit: -1 } });
     assert.equal(badType.status, 400);
     assert.deepEqual((await limits(partner, kb)).limits, { character_limit: 0, token_limit: null, dollar_limit_usd: 0.10000001 }, 'rejected PATCHes change nothing');
