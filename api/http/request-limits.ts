@@ -45,6 +45,8 @@ export interface FormLimits {
   totalBytes: number;
   /** An urlencoded body (fields only). */
   urlencodedBytes: number;
+  /** The endpoint's only file field, if it has exactly one: a body over the total is that file's fault. */
+  onlyFileField: string | null;
 }
 
 const KIB = 1024;
@@ -92,14 +94,21 @@ export function formLimits(body: FormBody, defaults: { maxUploadBytes: number; f
   const fieldBytes = bounds.reduce((n, b) => n + b.count * b.bytes, 0) + EXTRA_FIELDS * KIB;
   const fileBytes = Math.min(body.maxTotalBytes ?? Infinity, files * fileSize);
   const parts = fields + files;
-  return { fields, fieldSize, files, fileSize, parts, totalBytes: fileBytes + fieldBytes + parts * PART_OVERHEAD, urlencodedBytes: fieldBytes };
+  const onlyFileField = body.files?.length === 1 ? body.files[0]!.name : null;
+  return { fields, fieldSize, files, fileSize, parts, totalBytes: fileBytes + fieldBytes + parts * PART_OVERHEAD, urlencodedBytes: fieldBytes, onlyFileField };
 }
 
 const mib = (bytes: number) => (bytes >= 1024 * 1024 ? `${+(bytes / 1024 / 1024).toFixed(1)} MiB` : `${Math.ceil(bytes / 1024)} KiB`);
 
-/** The answer to a body over its total: 413, and the connection closed instead of drained. */
-export function bodyTooLarge(totalBytes: number): AppError {
-  return new AppError('payload_too_large', `the request body is larger than ${mib(totalBytes)}, the most this endpoint accepts`, { closeConnection: true });
+/**
+ * The answer to a body over its total: 413, and the connection closed instead of drained. With a
+ * single file field the file is named, as an upload over its own limit is (the /v2 interfaces
+ * answer 422 on that field, however far past the limit the body is).
+ */
+export function bodyTooLarge(limits: Pick<FormLimits, 'totalBytes' | 'fileSize' | 'onlyFileField'>): AppError {
+  const message = `the request body is larger than ${mib(limits.totalBytes)}, the most this endpoint accepts`;
+  const fieldErrors = limits.onlyFileField ? { [limits.onlyFileField]: [`is larger than the upload limit of this endpoint (${mib(limits.fileSize)})`] } : undefined;
+  return new AppError('payload_too_large', message, { closeConnection: true, ...(fieldErrors ? { fieldErrors } : {}) });
 }
 
 /** multer's limit errors, in words that name the limit. */
@@ -275,7 +284,7 @@ export function formBodyParsers(body: FormBody, limits: FormLimits, uploadDir: s
       const counter = new Transform({
         transform(chunk: Buffer, _encoding, done) {
           seen += chunk.length;
-          if (seen > limits.totalBytes) return done(bodyTooLarge(limits.totalBytes));
+          if (seen > limits.totalBytes) return done(bodyTooLarge(limits));
           done(null, chunk);
         },
       });
@@ -292,7 +301,7 @@ export function formBodyParsers(body: FormBody, limits: FormLimits, uploadDir: s
 
   const declaredLength: RequestHandler = (req, _res, next) => {
     const declared = Number(req.headers['content-length']);
-    if (Number.isFinite(declared) && declared > limits.totalBytes) return next(bodyTooLarge(limits.totalBytes));
+    if (Number.isFinite(declared) && declared > limits.totalBytes) return next(bodyTooLarge(limits));
     next();
   };
 

@@ -248,6 +248,21 @@ describe('request limits while the body streams', function () {
     assert.equal(await api.deps.db.transcript.count({ where: { partner: { name: p.name } } }), 0);
   });
 
+  it('a transcription upload declared far over the limit is refused before it is read: 422 on audio, connection closed', async () => {
+    const p = await newPartner(h);
+    const res = await streamRequest(`${api.url}/v2/transcript`, {
+      headers: { ...multipart, 'x-api-key': p.key, 'content-length': String(150 * MIB) },
+      pieces: function* () {
+        yield fileHead('audio', 'long.mp3');
+      },
+    });
+    assert.equal(res.status, 422, JSON.stringify(res.body));
+    assert.deepEqual(Object.keys(res.body).sort(), ['errors', 'message']);
+    assert.match(res.body.errors.audio[0], /larger than the upload limit of this endpoint/);
+    assert.equal(res.headers.connection, 'close');
+    assert.equal(await api.deps.db.transcript.count({ where: { partner: { name: p.name } } }), 0);
+  });
+
   it('refuses JSON bodies over JSON_BODY_MAX_BYTES with 413 in each interface\'s shape', async () => {
     const p = await newPartner(h);
     const big = { input: { messages: [{ role: 'user', content: 'x'.repeat(200 * 1024) }], profile_schema: { a: { type: 'string' } }, feedback_schema: { b: { type: 'string' } } } };
