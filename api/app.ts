@@ -74,6 +74,8 @@ export function createApp(deps: ApiDeps): express.Express {
   // conditional GET no client of these interfaces makes.
   app.disable('etag');
   app.set('query parser', 'simple');
+  // req.ip, req.protocol and req.host then tell the client's side of the proxies named by TRUST_PROXY.
+  app.set('trust proxy', deps.config.trustProxy);
   // Requests per key per minute on every interface, shared by all replicas (api/http/rate-limits.ts);
   // a key already over its limit is refused here, first of all, before its key is even looked up.
   const limiter = new RequestRateLimiter(deps.db, { onError: (err) => deps.log.warn('rate limit not checked', { error: (err as Error).message }) });

@@ -47,7 +47,8 @@ function presentedHash(req: Request, queryKey?: string): string | null {
   }
 }
 
-const clientAddress = (req: Request) => req.socket.remoteAddress ?? 'unknown';
+/** The client's address: behind a proxy named by TRUST_PROXY, the one it forwarded. */
+const clientAddress = (req: Request) => req.ip ?? req.socket.remoteAddress ?? 'unknown';
 
 function refusal(iface: RateLimitedInterface, limit: number, retryAfterSeconds: number, anonymous: boolean): AppError {
   const who = anonymous ? 'requests without a valid key from one address' : 'this key';

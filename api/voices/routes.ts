@@ -15,8 +15,11 @@ import * as s from './schemas.js';
 
 type VoiceParams = { partner: string; voice: string };
 
-/** This API as the client reached it, for the URLs in answers (`embedding_zip_url`, test-sample links). */
-const baseUrlOf = (req: Request) => `${req.protocol}://${req.get('host') ?? 'localhost'}`;
+/**
+ * This API as the client reached it, for the URLs in answers (`embedding_zip_url`, test-sample
+ * links): behind a proxy named by TRUST_PROXY, its X-Forwarded-Proto and X-Forwarded-Host.
+ */
+const baseUrlOf = (req: Request) => `${req.protocol}://${req.host ?? 'localhost'}`;
 
 async function sendFile(res: Response, file: StoredDownload, disposition: 'inline' | 'attachment') {
   res.setHeader('Content-Type', file.contentType);

@@ -14,6 +14,11 @@ export interface Config {
   temporalTaskQueue: string;
   weaviateUrl: string;
   port: number;
+  /**
+   * Which proxies in front of the API are believed about the client (X-Forwarded-For, -Proto,
+   * -Host): false (none), true (all), a number of hops, or addresses/subnets (Express's `trust proxy`).
+   */
+  trustProxy: boolean | number | string[];
   adminApiKey: string;
   openaiBaseUrl: string | null;
   openaiApiKey: string | null;
@@ -360,6 +365,7 @@ const configDefaults = {
   TEMPORAL_TASK_QUEUE: 'knowledge',
   WEAVIATE_URL: 'http://127.0.0.1:8080',
   PORT: '3000',
+  TRUST_PROXY: 'false',
   STORAGE_DIR: '.data/storage',
   MAX_UPLOAD_BYTES: String(100 * 1024 * 1024),
   PARTNER_KEY_CACHE_SECONDS: '5',
@@ -476,6 +482,21 @@ function integerSetting(name: string, value: string, min: number, max: number): 
   const n = Number(value);
   if (n < min || n > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${n}`);
   return n;
+}
+
+const proxyAddress = /^(?:loopback|linklocal|uniquelocal|[0-9a-fA-F.:]+(?:\/\d{1,3})?)$/;
+
+function trustProxySetting(value: string): Config['trustProxy'] {
+  const v = value.trim().toLowerCase();
+  if (v === '' || v === 'false') return false;
+  if (v === 'true') return true;
+  if (/^\d+$/.test(v)) return integerSetting('TRUST_PROXY', v, 0, 100);
+  const addresses = v.split(',').map((a) => a.trim());
+  const bad = addresses.find((a) => !proxyAddress.test(a));
+  if (bad !== undefined) {
+    throw new ConfigError(`TRUST_PROXY must be true, false, a number of proxies, or a comma-separated list of addresses or subnets (or loopback, linklocal, uniquelocal); ${JSON.stringify(bad)} is none of these`);
+  }
+  return addresses;
 }
 
 function booleanSetting(name: string, value: string | undefined): boolean {
@@ -661,6 +682,7 @@ export function loadConfig(env: Env = process.env): Config {
     temporalTaskQueue: read(env, 'TEMPORAL_TASK_QUEUE'),
     weaviateUrl: urlSetting('WEAVIATE_URL', read(env, 'WEAVIATE_URL'), ['http:', 'https:']),
     port: integerSetting('PORT', read(env, 'PORT'), 0, 65535),
+    trustProxy: trustProxySetting(read(env, 'TRUST_PROXY')),
     adminApiKey,
     openaiBaseUrl,
     openaiApiKey: env.OPENAI_API_KEY || null,

@@ -193,6 +193,26 @@ describe('rate limits on every interface', function () {
     }
   });
 
+  it('behind a proxy named by TRUST_PROXY, counts each forwarded client address on its own; a proxy not named is not believed', async () => {
+    const settings = { ...limits, RATE_LIMIT_TARPIT_MS: '0', REQUESTS_PER_MINUTE_ANONYMOUS: '2' };
+    const behindProxy = await startApi({ ...settings, TRUST_PROXY: 'loopback' });
+    const direct = await startApi(settings);
+    try {
+      const from = (api: RunningApi, address: string) => client(api.url)('GET', '/api/content_types', { headers: { 'X-Forwarded-For': address } });
+      for (const address of ['203.0.113.7', '203.0.113.7']) assert.equal((await from(behindProxy, address)).status, 200);
+      assert.equal((await from(behindProxy, '203.0.113.7')).status, 429, 'the third request of one client address');
+      assert.equal((await from(behindProxy, '198.51.100.9')).status, 200, 'another client behind the same proxy has its own allowance');
+
+      // Without TRUST_PROXY the header is the client's word: every request counts against the
+      // connection's address (which earlier tests may have used already), so three are too many.
+      const answers = [];
+      for (const address of ['192.0.2.1', '192.0.2.2', '192.0.2.3']) answers.push((await from(direct, address)).status);
+      assert.ok(answers.includes(429), `three forwarded addresses from one connection: ${answers.join(', ')}`);
+    } finally {
+      await Promise.all([behindProxy.close(), direct.close()]);
+    }
+  });
+
   it('declares the 429 of every authenticated route in the OpenAPI document, in its interface\'s error schema', async () => {
     const doc = (await http('GET', '/openapi.json')).body;
     const styles: Record<string, string> = Object.fromEntries((doc.tags as Array<{ name: string; 'x-error-style': string }>).map((t) => [t.name, t['x-error-style']]));

@@ -34,6 +34,13 @@ describe('configuration, validated once at start-up', () => {
     assert.equal(c.speech.remoteVoices.length, 13);
   });
 
+  it('TRUST_PROXY: off by default; true, a number of hops, or a list of addresses and subnets', () => {
+    assert.equal(loadConfig(valid).trustProxy, false);
+    assert.equal(loadConfig({ ...valid, TRUST_PROXY: 'true' }).trustProxy, true);
+    assert.equal(loadConfig({ ...valid, TRUST_PROXY: '2' }).trustProxy, 2);
+    assert.deepEqual(loadConfig({ ...valid, TRUST_PROXY: 'loopback, 10.0.0.0/8,fd00::/8' }).trustProxy, ['loopback', '10.0.0.0/8', 'fd00::/8']);
+  });
+
   it('the transcription and speech models use the shared OpenAI-compatible API unless given their own', () => {
     const shared = loadConfig({ ...valid, OPENAI_BASE_URL: 'http://llm.local/v1', OPENAI_API_KEY: 'sk-a', TRANSCRIPTION_MODEL: 'whisper-1' });
     assert.deepEqual([shared.transcription.baseUrl, shared.transcription.apiKey], ['http://llm.local/v1', 'sk-a']);
@@ -70,6 +77,7 @@ describe('configuration, validated once at start-up', () => {
     ['a SPEECH_MODEL with no API to serve it', { ...valid, SPEECH_MODEL: 'tts-1' }, /SPEECH_MODEL needs SPEECH_BASE_URL or OPENAI_BASE_URL/],
     ['a TRANSCRIPT_SEGMENT_SECONDS below 5', { ...valid, TRANSCRIPT_SEGMENT_SECONDS: '2' }, /TRANSCRIPT_SEGMENT_SECONDS must be between 5 and 3600/],
     ['a TRANSCRIPT_AUDIO_FETCH_MAX_BYTES over the 100 MiB audio limit', { ...valid, TRANSCRIPT_AUDIO_FETCH_MAX_BYTES: String(100 * 1024 * 1024 + 1) }, /TRANSCRIPT_AUDIO_FETCH_MAX_BYTES must be between 1024 and 104857600/],
+    ['a TRUST_PROXY that names no proxy', { ...valid, TRUST_PROXY: 'loopback, my-balancer' }, /TRUST_PROXY must be true, false, a number of proxies.*"my-balancer"/],
     ['a SPEECH_LANGUAGE_FIELD that is not a field name', { ...valid, SPEECH_LANGUAGE_FIELD: 'a b' }, /SPEECH_LANGUAGE_FIELD must be a JSON field name/],
   ];
   for (const [what, env, message] of bad) {

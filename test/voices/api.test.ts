@@ -23,7 +23,7 @@ describe('voices: recordings, samples, embeddings (local engines)', function () 
   const maxUpload = 4_000_000;
 
   before(async () => {
-    api = await startApi({ VOICE_MAX_UPLOAD_BYTES: String(maxUpload), VOICE_RATE_LIMIT_PER_MINUTE: '0' });
+    api = await startApi({ VOICE_MAX_UPLOAD_BYTES: String(maxUpload), VOICE_RATE_LIMIT_PER_MINUTE: '0', TRUST_PROXY: 'loopback' });
     http = client(api.url);
     [worker, original] = await Promise.all([startWorker(), recording('flite-kal')]);
     mp4Path = await encodeAs(original, 'mp4');
@@ -125,6 +125,12 @@ describe('voices: recordings, samples, embeddings (local engines)', function () 
 
       const zipUrl = new URL(done.embedding_zip_url);
       assert.equal(zipUrl.origin, api.url);
+      // Behind a TLS proxy (TRUST_PROXY), links carry the scheme and host the client used.
+      const proxied = { 'X-Forwarded-Proto': 'https', 'X-Forwarded-Host': 'voices.example.com' };
+      const viaProxy = await http('GET', voicePath(partner.name, name), { key: partner.key, headers: proxied });
+      assert.equal(new URL(viaProxy.body.embedding_zip_url).origin, 'https://voices.example.com');
+      const samplesViaProxy = await http('GET', `${voicePath(partner.name, name)}/test-samples`, { key: partner.key, headers: proxied });
+      assert.ok(samplesViaProxy.body.every((t: { url: string }) => t.url.startsWith('https://voices.example.com/')), JSON.stringify(samplesViaProxy.body));
       const zip = await download(api.url, zipUrl.pathname, partner.key);
       assert.equal(zip.status, 200);
       assert.equal(zip.type, 'application/zip');
