@@ -14,7 +14,7 @@ addFormats(coercing);
 // A JSON number meant as an exact decimal amount (USD limits, DECIMAL(30,8)): its shortest
 // representation must be plain digits with at most 8 decimals, so 0.123456789 or 1e-9 are refused
 // instead of being rounded when stored, and 1e25 instead of overflowing the column.
-const decimalAmount = /^\d{1,20}(\.\d{1,8})?$/;
+const decimalAmount = /^\d{1,20}(?:\.\d{1,8})?$/;
 for (const ajv of [strict, coercing]) ajv.addFormat('decimal-8', { type: 'number', validate: (n: number) => decimalAmount.test(String(n)) });
 
 const compiledStrict = new WeakMap<JsonSchema, ValidateFunction>();

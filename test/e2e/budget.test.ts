@@ -53,7 +53,7 @@ describe('knowledge-base budgets over HTTP and through workflows', function () {
     }
     r = await http('PATCH', path, { key: partner.key, json: { dollar_limit_usd: 2.5 } });
     assert.equal(r.body.limits.dollar_limit_usd, 2.5, 'a number with few decimals is taken as written');
-    r = await http('PATCH', path, { key: partner.key, json: { dollar_limit_usd: '0.10000001' } });
+    await http('PATCH', path, { key: partner.key, json: { dollar_limit_usd: '0.10000001' } });
     const badType = await http('PATCH', path, { key: partner.key, json: { character_limit: -1 } });
     assert.equal(badType.status, 400);
     assert.deepEqual((await limits(partner, kb)).limits, { character_limit: 0, token_limit: null, dollar_limit_usd: 0.10000001 }, 'rejected PATCHes change nothing');
