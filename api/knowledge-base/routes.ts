@@ -74,13 +74,13 @@ export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
         return { body: presentPartner(updated) };
       },
     }),
-    defineRoute<{ partner: string }>({
+    defineRoute<{ partner: string }, { force: boolean }>({
       method: 'delete', path: '/api/partners/{partner}', access: 'admin', summary: 'Delete a partner with all its data',
-      params: s.pathParams('partner'),
+      params: s.pathParams('partner'), query: s.partnerDeletionQuery,
       description:
-        'Runs the deletion workflow `delete-partner-<id>`: the partner\'s key stops working at once; its channel sources and document processing are stopped, every document is purged (vectors, files, vendor copies, budget holds), then the partner goes with its knowledge bases, voices, transcripts and analyses. Answers `{status: "deleted", name}` when that finishes within 3 s, else `{status: "delete_pending", name, deletion_workflow_id, pending_cleanup}`; asking again while it runs answers the same.',
-      responses: { 200: { description: '`{status: "deleted" | "delete_pending", name, ...}`' }, ...s.standardErrors },
-      handler: async ({ params }) => ({ body: await deletePartner(deletionDeps, params.partner) }),
+        '409 (spec 4.5) while any of its documents has vectors or is being embedded, has a copy in a vendor vector store, or its knowledge bases hold an unsettled budget reservation; the answer counts each (`blocking`). Delete those knowledge bases first, or send `force=true`. Otherwise runs the deletion workflow `delete-partner-<id>`: the partner\'s key stops working at once; its channel sources and document processing are stopped, every document is purged (vectors, files, vendor copies, budget holds), then the partner goes with its knowledge bases, voices, transcripts and analyses. Answers `{status: "deleted", name}` when that finishes within 3 s, else `{status: "delete_pending", name, deletion_workflow_id, pending_cleanup}`; asking again while it runs answers the same.',
+      responses: { 200: { description: '`{status: "deleted" | "delete_pending", name, ...}`' }, 409: { description: 'Vector state, vendor copies or unsettled budget holds remain (without force=true)' }, ...s.standardErrors },
+      handler: async ({ params, query }) => ({ body: await deletePartner(deletionDeps, params.partner, query.force) }),
     }),
     defineRoute<{ partner: string }>({
       method: 'post', path: '/api/partners/{partner}/regenerate-key', access: 'admin', summary: 'Replace the partner key; returns the new key once',

@@ -342,6 +342,18 @@ export const forceQuery: JsonSchema = {
   properties: { force: { type: 'boolean', default: true, description: 'false: answer 409 instead of cancelling active processing' } },
 };
 
+export const partnerDeletionQuery: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    force: {
+      type: 'boolean',
+      default: false,
+      description: 'true: delete even while vectors, vendor-store copies or unsettled budget holds remain (they are cleaned up by the deletion)',
+    },
+  },
+};
+
 export const deletionResult: JsonSchema = {
   type: 'object',
   properties: {

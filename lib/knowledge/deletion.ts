@@ -104,16 +104,42 @@ export async function deleteKnowledgeBase(deps: DeletionDeps, partner: string, k
 }
 
 /**
+ * What keeps a partner from being deleted without force (spec 4.5): vector state (documents with
+ * vectors, or being embedded), vendor-sync cleanup (documents copied to a vendor vector store) and
+ * unsettled budget reservations of its knowledge bases. Null when nothing does.
+ */
+async function partnerDeletionBlockers(db: Db, partnerId: string) {
+  const owned = { knowledgeBase: { partnerId } };
+  const [embedded, vendor, holds] = await Promise.all([
+    db.document.count({ where: { ...owned, OR: [{ embeddingChunkCount: { gt: 0 } }, { embeddingStatus: { in: ['pending', 'in_progress'] } }] } }),
+    db.document.count({ where: { ...owned, vendorFileId: { not: null } } }),
+    db.budgetReservation.count({ where: { ...owned, status: { in: ['pending', 'uncertain'] } } }),
+  ]);
+  if (!embedded && !vendor && !holds) return null;
+  return { documents_with_vectors: embedded, vendor_synced_documents: vendor, unsettled_budget_reservations: holds };
+}
+
+/**
  * Deletes a partner with everything it owns, as a workflow like the other deletions
  * (`delete-partner-<id>`): the request marks the partner (its key stops working, nothing new can be
  * created), its knowledge bases, channel sources and documents in one transaction; the workflow
  * stops the sources, stops and purges every document a page at a time (vectors, files, vendor
  * copies, holds), then removes the partner row with its voices, transcripts and analyses. Asking
- * again while it runs answers `delete_pending` again.
+ * again while it runs answers `delete_pending` again. Without `force`, a partner with vector state,
+ * vendor copies or unsettled holds is refused with 409 (spec 4.5) and nothing changes.
  */
-export async function deletePartner(deps: DeletionDeps, name: string) {
+export async function deletePartner(deps: DeletionDeps, name: string, force: boolean) {
   const partner = await deps.db.partner.findUnique({ where: { name } });
   if (!partner) throw notFound(`partner ${JSON.stringify(name)} does not exist`);
+  if (!force && !partner.deletionRequestedAt) {
+    const blocking = await partnerDeletionBlockers(deps.db, partner.id);
+    if (blocking) {
+      throw conflict(
+        `partner ${JSON.stringify(name)} still has vectors, vendor-store copies or unsettled budget reservations; delete its knowledge bases first, or delete with force=true to clean them up with it`,
+        { responseFields: { blocking } },
+      );
+    }
+  }
   const now = new Date();
   const owned = { knowledgeBase: { partnerId: partner.id } };
   await deps.db.$transaction([

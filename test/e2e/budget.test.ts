@@ -4,7 +4,7 @@ import { client, eventually, useRunningSystem } from '../support/system.js';
 import { newKnowledgeBase, newPartner, unique } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
 import { documentWorkflowId } from '../../lib/contracts/document-pipeline.js';
-import { reserve, settle } from '../../lib/budget/ledger.js';
+import { release, reserve, settle } from '../../lib/budget/ledger.js';
 import { freeDocumentCharacters } from '../../lib/budget/operations.js';
 
 const text = (n: number) => 'x'.repeat(n - 1) + '\n';
@@ -201,7 +201,35 @@ describe('knowledge-base budgets over HTTP and through workflows', function () {
     assert.equal(usage.rewrite_usage[0].output_tokens_total, 50);
   });
 
-  it('partner deletion runs as a workflow: the key stops at once, and the partner goes with its knowledge bases and unsettled holds', async () => {
+  it('partner deletion is refused (409) while a budget hold is unsettled or vectors remain, and changes nothing', async () => {
+    const { partner, kb, folder } = await newKnowledgeBase(http);
+    const db = system.api.deps.db;
+    const kbRow = await db.knowledgeBase.findFirstOrThrow({ where: { name: kb, partner: { name: partner.name } } });
+    const admin = testStack().adminApiKey;
+    const key = `hold-${crypto.randomUUID()}`;
+    await reserve(db, { knowledgeBaseId: kbRow.id, operationKey: key, workflowId: 'wf', category: 'rewrite', bound: { tokens: 5 } });
+    let res = await http('DELETE', `/api/partners/${partner.name}`, { key: admin });
+    assert.equal(res.status, 409, JSON.stringify(res.body));
+    assert.match(res.body.detail, /unsettled budget reservations/);
+    assert.deepEqual(res.body.blocking, { documents_with_vectors: 0, vendor_synced_documents: 0, unsettled_budget_reservations: 1 });
+    assert.equal((await http('GET', `/api/knowledgebases/${partner.name}`, { key: partner.key })).status, 200, 'the key still works');
+    await release(db, key);
+
+    const id = (await upload(partner, kb, folder, text(50))).body.id;
+    await eventually('the document embedded', async () => (await read(partner, kb, id)).embedding_status === 'success');
+    res = await http('DELETE', `/api/partners/${partner.name}`, { key: admin });
+    assert.equal(res.status, 409, JSON.stringify(res.body));
+    assert.equal(res.body.blocking.documents_with_vectors, 1);
+
+    // Deleting the knowledge base first cleans its vectors; then the partner goes.
+    assert.equal((await http('DELETE', `/api/knowledgebases/${partner.name}/${kb}`, { key: partner.key })).status, 200);
+    await eventually('the knowledge base gone', async () => (await db.knowledgeBase.count({ where: { id: kbRow.id } })) === 0);
+    res = await http('DELETE', `/api/partners/${partner.name}`, { key: admin });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    await eventually('the partner to be gone', async () => (await http('GET', `/api/partners/${partner.name}`, { key: admin })).status === 404);
+  });
+
+  it('partner deletion with force=true runs as a workflow: the key stops at once, and the partner goes with its knowledge bases and unsettled holds', async () => {
     const { partner, kb, folder } = await newKnowledgeBase(http);
     const db = system.api.deps.db;
     const kbRow = await db.knowledgeBase.findFirstOrThrow({ where: { name: kb, partner: { name: partner.name } } });
@@ -209,7 +237,7 @@ describe('knowledge-base budgets over HTTP and through workflows', function () {
     const key = `hold-${crypto.randomUUID()}`;
     await reserve(db, { knowledgeBaseId: kbRow.id, operationKey: key, workflowId: 'wf', category: 'rewrite', bound: { tokens: 5 } });
     const admin = testStack().adminApiKey;
-    const res = await http('DELETE', `/api/partners/${partner.name}`, { key: admin });
+    const res = await http('DELETE', `/api/partners/${partner.name}?force=true`, { key: admin });
     assert.equal(res.status, 200, JSON.stringify(res.body));
     assert.ok(['deleted', 'delete_pending'].includes(res.body.status), res.body.status);
     assert.equal((await http('GET', `/api/knowledgebases/${partner.name}`, { key: partner.key })).status, 401, 'the key of a partner being deleted no longer works');

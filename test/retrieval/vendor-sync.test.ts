@@ -110,7 +110,10 @@ describe('vendor sync to an external vector store', function () {
       return s.counts.synced === 1 ? s.documents[0].vendor_file_id as string : undefined;
     }, 120_000);
     assert.ok(upstream.files.has(mirrored));
-    assert.equal((await http('DELETE', `/api/partners/${partner.name}`, { key: admin() })).status, 200);
+    const refused = await http('DELETE', `/api/partners/${partner.name}`, { key: admin() });
+    assert.equal(refused.status, 409, 'a vendor-store copy remains (spec 4.5)');
+    assert.equal(refused.body.blocking.vendor_synced_documents, 1);
+    assert.equal((await http('DELETE', `/api/partners/${partner.name}?force=true`, { key: admin() })).status, 200);
     await eventually('the vendor file of the partner\'s document is removed', async () => !upstream.files.has(mirrored) && !store.files.has(mirrored), 60_000);
     await eventually('the partner is gone', async () => (await http('GET', `/api/partners/${partner.name}`, { key: admin() })).status === 404);
   });
