@@ -5,6 +5,7 @@ import { client, eventually, startWorker, useRunningSystem } from '../support/sy
 import { newKnowledgeBase, newPartner, unique } from '../support/fixtures.js';
 import { documentWorkflowId } from '../../lib/contracts/document-pipeline.js';
 import { documentFiles } from '../../lib/platform/storage.js';
+import { pdf } from '../support/samples.js';
 import { WorkflowNotFoundError } from '@temporalio/client';
 
 /**
@@ -330,7 +331,7 @@ describe('document content (spec 4.4)', function () {
     assert.equal((await getContent(k, id, 'rewritten')).body.content, '# Basalt\n\nBasalt columns cool slowly.\n');
   });
 
-  it('replaces text originals without quota effect, and refuses binary originals, drafts and empty content', async () => {
+  it('replaces text originals without quota effect; a binary original only by upload; refuses drafts and empty content', async () => {
     const k = await newKnowledgeBase(http);
     const id = await upload(k, 'first original\n', { name: 'notes.txt' });
     await processed(k, id, (d) => d.digitized_char_count === 15);
@@ -353,10 +354,19 @@ describe('document content (spec 4.4)', function () {
     assert.equal(await dl.text(), '# Fresh\n');
     assert.equal(await system.api.deps.storage.exists(documentFiles.original(id, 'txt')), false, 'the replaced original file is gone');
 
-    const pdf = await pdfDocument(k);
-    r = await putContent(k, pdf.id, 'original', { content: 'text' });
+    const pdf1 = await pdfDocument(k);
+    r = await putContent(k, pdf1.id, 'original', { content: 'text' });
     assert.equal(r.status, 400);
-    assert.match(r.body.detail, /original is binary/);
+    assert.match(r.body.detail, /original is binary.*upload the new original as a file/);
+    // Uploaded, a new binary original is checked like a new document's file and stored as it came.
+    const scan = pdf(['A better scan']);
+    r = await http('POST', `${docPath(k, pdf1.id)}/content/original`, { key: k.partner.key, form: { file: { name: 'rescan.pdf', content: scan } } });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    assert.equal(r.body.file_original, 'rescan.pdf');
+    const stored = await fetch(`${system.api.url}${docPath(k, pdf1.id)}/download/original`, { headers: { 'X-API-Key': k.partner.key } });
+    assert.deepEqual(Buffer.from(await stored.arrayBuffer()), scan);
+    r = await http('POST', `${docPath(k, pdf1.id)}/content/original`, { key: k.partner.key, form: { file: { name: 'fake.pdf', content: 'not a pdf at all' } } });
+    assert.equal(r.status, 400, 'content that contradicts its extension is refused as on creation');
     assert.equal((await putContent(k, id, 'draft', { content: 'x' })).status, 400, 'drafts are not edited by hand');
     assert.equal((await putContent(k, id, 'original', {})).status, 400, 'content is required');
     assert.equal((await putContent(k, id, 'digitized', { content: ' \n\t' })).status, 400, 'blank content is refused');

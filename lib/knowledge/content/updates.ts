@@ -66,7 +66,7 @@ async function submittedText(deps: ContentDeps, type: EditableContentVersion, up
 export async function updateContent(deps: ContentDeps, partner: string, kbName: string, documentId: string, type: EditableContentVersion, update: ContentUpdate): Promise<ContentUpdateResult> {
   const found = await findDocument(deps.db, partner, kbName, documentId);
   const doc = found.document;
-  if (type === 'original') return { status: 'updated', document: await replaceOriginal(deps, doc, update) };
+  if (type === 'original') return { status: 'updated', document: await replaceOriginal(deps, found.partner, doc, update) };
   const text = await submittedText(deps, type, update);
   await makeWayForUpdate(deps.temporal, doc);
   if (type === 'rewritten') return { status: 'updated', document: await replaceRewritten(deps, found.partner.name, doc, text) };
@@ -75,14 +75,19 @@ export async function updateContent(deps: ContentDeps, partner: string, kbName: 
 
 const reload = (db: Db, id: string) => db.document.findUniqueOrThrow({ where: { id }, include: { folder: true } });
 
-async function replaceOriginal(deps: ContentDeps, doc: DocumentRow, update: ContentUpdate): Promise<DocumentRow> {
-  if (!isTextOriginal(doc)) throw badRequest(`original is binary (.${doc.originalExtension}); only text originals (${textOriginalExtensions.map((e) => `.${e}`).join(', ')}) can be replaced`);
+/**
+ * A new original: any supported file by upload (checked as a new document's would be, the
+ * partner's allow_audio_video included), or text for a text original. It is stored only; it is
+ * digitized when the document is processed again (POST .../documents/{id}, action digitize).
+ */
+async function replaceOriginal(deps: ContentDeps, partner: { allowAudioVideo: boolean }, doc: DocumentRow, update: ContentUpdate): Promise<DocumentRow> {
   let extension = doc.originalExtension ?? 'txt';
   let fileOriginal = doc.fileOriginal ?? `${path.basename(doc.name, path.extname(doc.name)) || 'original'}.txt`;
   if (update.file) {
-    ({ extension } = await checkUpload(update.file));
-    if (!textOriginalExtensions.includes(extension)) throw badRequest(`a replacement original must be a text file (${textOriginalExtensions.map((e) => `.${e}`).join(', ')})`);
+    ({ extension } = await checkUpload(update.file, partner));
     fileOriginal = update.file.originalName;
+  } else if (!isTextOriginal(doc)) {
+    throw badRequest(`original is binary (.${doc.originalExtension}); only text originals (${textOriginalExtensions.map((e) => `.${e}`).join(', ')}) can be replaced with text: upload the new original as a file`);
   } else if (update.text === undefined || !update.text.trim()) {
     throw badRequest('the new original content is empty');
   }
