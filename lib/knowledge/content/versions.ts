@@ -17,9 +17,10 @@ import { renderCleanMarkdown } from './clean-markdown.js';
  * Decisions where the spec is silent:
  * - A version exists when the document records its file name and the file is in storage; otherwise
  *   reading or downloading it answers 404.
- * - Only text originals (.txt, .md, .markdown) can be read as text or replaced; other originals are
- *   binary (read them with the download endpoint). A document without an original (an empty
- *   document) gets one: `original.txt` from PUT, or the uploaded text file from POST (stored as
+ * - Only text originals (.txt, .md, .markdown) can be read as text or replaced with text (PUT);
+ *   other originals are binary (read them with the download endpoint). Any original can be replaced
+ *   by an uploaded file (POST), checked as a new document's file is. A document without an original
+ *   (an empty document) gets one: `original.txt` from PUT, or the uploaded file from POST (stored as
  *   uploaded; PUT text is stored with LF line ends, as form fields arrive with CRLF). Replacing the
  *   original has no quota effect, starts no processing, and drops the extraction cache so that a
  *   later digitization reads the new original.
