@@ -104,11 +104,6 @@ async function replaceOriginal(deps: ContentDeps, partner: { allowAudioVideo: bo
 }
 
 async function replaceRewritten(deps: ContentDeps, partner: string, doc: DocumentRow, text: string): Promise<DocumentRow> {
-  // Spec 4.4: the old vectors are cleaned first, so text the partner replaced (say, to correct it)
-  // is never retrieved again, even while the new embedding waits for budget or fails. Removed
-  // before anything else changes: an index that cannot be reached fails the update with nothing
-  // changed, and a crash after it leaves the old version unsearchable with its text still stored.
-  await deps.index.deleteDocumentChunks(doc.id, 0);
   await deps.storage.write(documentFiles.rewritten(doc.id), text);
   await deps.db.$transaction([
     deps.db.document.update({
@@ -118,6 +113,16 @@ async function replaceRewritten(deps: ContentDeps, partner: string, doc: Documen
     moveQueueMarkers(deps.db, doc.id, { add: ['embedding'] }),
   ]);
   await refreshKnowledgeBaseEmbeddingStatus(deps.db, doc.knowledgeBaseId);
+  // Spec 4.4: the old vectors are cleaned first, so text the partner replaced (say, to correct it)
+  // is never retrieved again, even while the new embedding waits for budget or fails. Done once the
+  // row says the embedding is pending: a crash from here on leaves it queued (the reconciler starts
+  // it), and the embed step replaces whatever old chunks are left.
+  let cleanupFailure: Error | null = null;
+  try {
+    await deps.index.deleteDocumentChunks(doc.id, 0);
+  } catch (err) {
+    cleanupFailure = err as Error;
+  }
   try {
     await startDocumentPipeline(deps, { documentId: doc.id, knowledgeBaseId: doc.knowledgeBaseId, partner, steps: ['embed'], requestCharacterLimit: null });
   } catch (err) {
@@ -130,6 +135,9 @@ async function replaceRewritten(deps: ContentDeps, partner: string, doc: Documen
     ]);
     await refreshKnowledgeBaseEmbeddingStatus(deps.db, doc.knowledgeBaseId);
     throw new AppError('unavailable', message);
+  }
+  if (cleanupFailure) {
+    throw new AppError('unavailable', `the new rewritten content is stored and queued for embedding, but the old vectors could not be removed yet (${cleanupFailure.message}); the embedding replaces them when it runs`);
   }
   return reload(deps.db, doc.id);
 }
