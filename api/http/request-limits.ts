@@ -99,6 +99,7 @@ export function formLimits(body: FormBody, defaults: { maxUploadBytes: number; f
 }
 
 const mib = (bytes: number) => (bytes >= 1024 * 1024 ? `${+(bytes / 1024 / 1024).toFixed(1)} MiB` : `${Math.ceil(bytes / 1024)} KiB`);
+const overUploadLimit = (limits: Pick<FormLimits, 'fileSize'>) => `is larger than the upload limit of this endpoint (${mib(limits.fileSize)})`;
 
 /**
  * The answer to a body over its total: 413, and the connection closed instead of drained. With a
@@ -107,7 +108,7 @@ const mib = (bytes: number) => (bytes >= 1024 * 1024 ? `${+(bytes / 1024 / 1024)
  */
 export function bodyTooLarge(limits: Pick<FormLimits, 'totalBytes' | 'fileSize' | 'onlyFileField'>): AppError {
   const message = `the request body is larger than ${mib(limits.totalBytes)}, the most this endpoint accepts`;
-  const fieldErrors = limits.onlyFileField ? { [limits.onlyFileField]: [`is larger than the upload limit of this endpoint (${mib(limits.fileSize)})`] } : undefined;
+  const fieldErrors = limits.onlyFileField ? { [limits.onlyFileField]: [overUploadLimit(limits)] } : undefined;
   return new AppError('payload_too_large', message, { closeConnection: true, ...(fieldErrors ? { fieldErrors } : {}) });
 }
 
@@ -115,8 +116,8 @@ export function bodyTooLarge(limits: Pick<FormLimits, 'totalBytes' | 'fileSize' 
 export function limitError(err: MulterError, limits: FormLimits): AppError {
   switch (err.code) {
     case 'LIMIT_FILE_SIZE':
-      return new AppError('payload_too_large', `file ${err.field ?? ''} is larger than the upload limit of this endpoint (${mib(limits.fileSize)})`.replace('  ', ' '), {
-        ...(err.field ? { fieldErrors: { [err.field]: [`is larger than the upload limit of this endpoint (${mib(limits.fileSize)})`] } } : {}),
+      return new AppError('payload_too_large', `file ${err.field ?? ''} ${overUploadLimit(limits)}`.replace('  ', ' '), {
+        ...(err.field ? { fieldErrors: { [err.field]: [overUploadLimit(limits)] } } : {}),
       });
     case 'LIMIT_FIELD_VALUE':
       return new AppError('payload_too_large', `form field ${err.field ?? ''} is longer than ${mib(limits.fieldSize)}`.replace('  ', ' '), {

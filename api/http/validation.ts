@@ -11,10 +11,11 @@ const coercing = new Ajv({ allErrors: true, useDefaults: true, coerceTypes: true
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => void;
 addFormats(strict);
 addFormats(coercing);
-// A JSON number meant as an exact decimal amount (USD limits, DECIMAL(30,8)): its shortest
-// representation must be plain digits with at most 8 decimals, so 0.123456789 or 1e-9 are refused
-// instead of being rounded when stored, and 1e25 instead of overflowing the column.
-const decimalAmount = /^\d{1,20}(?:\.\d{1,8})?$/;
+/** An exact decimal amount (USD, stored as DECIMAL(30,8)): up to 20 digits and 8 decimals. */
+export const decimalAmountPattern = '^\\d{1,20}(?:\\.\\d{1,8})?$';
+// The same amount as a JSON number: its shortest representation must match, so 0.123456789 or
+// 1e-9 are refused instead of being rounded when stored, and 1e25 instead of overflowing the column.
+const decimalAmount = new RegExp(decimalAmountPattern);
 for (const ajv of [strict, coercing]) ajv.addFormat('decimal-8', { type: 'number', validate: (n: number) => decimalAmount.test(String(n)) });
 
 const compiledStrict = new WeakMap<JsonSchema, ValidateFunction>();

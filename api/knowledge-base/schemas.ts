@@ -1,4 +1,4 @@
-import type { JsonSchema } from '../http/validation.js';
+import { decimalAmountPattern, type JsonSchema } from '../http/validation.js';
 import { ocrLanguages, ocrLanguagesSetting } from '../../lib/digitization/ocr.js';
 
 /** JSON Schemas of the knowledge-base interface: request validation and the OpenAPI document. */
@@ -25,7 +25,7 @@ const int32Max = 2_147_483_647;
 const formBoolean: JsonSchema = { type: 'boolean', default: false };
 const dollarAmount: JsonSchema = {
   type: 'string',
-  pattern: '^\\d{1,20}(\\.\\d{1,8})?$',
+  pattern: decimalAmountPattern,
   description: 'Decimal amount in USD, at most 8 decimal places; stored exactly',
 };
 
@@ -273,7 +273,7 @@ export const limitsPatchBody: JsonSchema = {
     token_limit: limitValue,
     dollar_limit_usd: {
       anyOf: [
-        { type: 'string', pattern: '^\\d{1,20}(\\.\\d{1,8})?$' },
+        { type: 'string', pattern: decimalAmountPattern },
         { type: 'number', minimum: 0, format: 'decimal-8' },
         { type: 'null' },
       ],
@@ -306,7 +306,7 @@ export const resolveOperationBody: JsonSchema = {
     characters: { type: 'integer', minimum: 0 },
     input_tokens: { type: 'integer', minimum: 0 },
     output_tokens: { type: 'integer', minimum: 0 },
-    cost_usd: { type: 'string', pattern: '^\\d{1,20}(\\.\\d{1,8})?$' },
+    cost_usd: { type: 'string', pattern: decimalAmountPattern },
     model: { type: 'string' },
   },
 };
