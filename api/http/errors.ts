@@ -1,6 +1,7 @@
 import type { NextFunction, Request, Response } from 'express';
 import { MulterError } from 'multer';
 import { AppError } from '../../lib/platform/errors.js';
+import { closeAfterAnswer } from './request-limits.js';
 
 /**
  * Each interface has its own error body; all of them are produced here from one AppError.
@@ -89,7 +90,7 @@ export function errorHandler(style: ErrorStyle) {
       return;
     }
     // A body refused for its size is not drained: the connection closes after the answer.
-    if (appError.details?.closeConnection === true && !req.complete) res.setHeader('Connection', 'close');
+    if (appError.details?.closeConnection === true && !req.complete) closeAfterAnswer(req, res);
     const retryAfter = appError.details?.retryAfterSeconds;
     if ((appError.status === 429 || appError.status === 503) && typeof retryAfter === 'number') res.setHeader('Retry-After', String(Math.max(1, Math.ceil(retryAfter))));
     // The official OpenAI clients retry 429s unless told not to: a lifetime quota never refills.

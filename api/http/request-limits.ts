@@ -2,7 +2,8 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { pipeline, Transform } from 'node:stream';
-import type { Request, RequestHandler } from 'express';
+import type { Socket } from 'node:net';
+import type { Request, RequestHandler, Response } from 'express';
 import express from 'express';
 import multer, { MulterError } from 'multer';
 import { AppError } from '../../lib/platform/errors.js';
@@ -22,7 +23,7 @@ import type { JsonSchema } from './validation.js';
  * - A declared Content-Length over the total is refused before one byte is read; a body sent
  *   without one (chunked) is counted as it arrives and cut off at the total: the parts already
  *   written are closed and deleted before the 413 is answered, and the connection is closed rather
- *   than drained. multer refuses the other limits (fields, field size, files, file size) as they are
+ *   than drained (after a short lingering close, so that a client still sending reads the 413). multer refuses the other limits (fields, field size, files, file size) as they are
  *   crossed; its error names the limit.
  * - Every file written for a request is tracked, and removed when the request ends unless its
  *   handler moved it into storage: a refused or aborted upload leaves nothing in the upload
@@ -110,6 +111,32 @@ export function bodyTooLarge(limits: Pick<FormLimits, 'totalBytes' | 'fileSize' 
   const message = `the request body is larger than ${mib(limits.totalBytes)}, the most this endpoint accepts`;
   const fieldErrors = limits.onlyFileField ? { [limits.onlyFileField]: [overUploadLimit(limits)] } : undefined;
   return new AppError('payload_too_large', message, { closeConnection: true, ...(fieldErrors ? { fieldErrors } : {}) });
+}
+
+/** How long a connection refused for its body's size goes on reading, and discarding, after the answer. */
+const LINGER_MS = 5_000;
+
+/**
+ * Answers with `Connection: close` without resetting the connection under a client still sending.
+ * Closing a socket with unread body bytes makes the kernel send a reset, and a client that is
+ * still writing then fails with EPIPE or ECONNRESET before it reads the 413 (most did, in a loop
+ * on localhost). So, as nginx's lingering close does, the socket half-closes after the answer and
+ * goes on discarding what arrives until the client closes its side or LINGER_MS passes.
+ * Node's server ends a `Connection: close` answer with `socket.destroySoon()`; this socket's is
+ * replaced (were that to change, the connection would simply close at once, as before).
+ */
+export function closeAfterAnswer(req: Request, res: Response): void {
+  res.setHeader('Connection', 'close');
+  const socket = req.socket as Socket & { destroySoon?: () => void };
+  socket.destroySoon = function lingeringClose(this: Socket) {
+    this.end();
+    const timer = setTimeout(() => this.destroy(), LINGER_MS);
+    timer.unref();
+    this.once('end', () => this.destroy());
+    this.once('close', () => clearTimeout(timer));
+    req.resume();
+    this.resume();
+  };
 }
 
 /** multer's limit errors, in words that name the limit. */

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs/promises';
 import http from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { client, startApi, type RunningApi } from '../support/system.js';
@@ -23,7 +24,8 @@ interface RawAnswer {
 /**
  * A request written piece by piece (chunked unless a Content-Length is given), as a client that
  * streams a large body does; resolves with the answer as soon as it comes, even while the body is
- * still being written (the server may answer early and close the connection).
+ * still being written (the server may answer early and close the connection); rejects when the
+ * connection fails before an answer.
  */
 function streamRequest(url: string, options: { method?: string; headers: Record<string, string>; pieces: () => Iterable<Buffer> }): Promise<RawAnswer> {
   return new Promise((resolve, reject) => {
@@ -51,10 +53,49 @@ function streamRequest(url: string, options: { method?: string; headers: Record<
     (async () => {
       for (const piece of options.pieces()) {
         if (answered || req.destroyed) return;
-        if (!req.write(piece)) await new Promise<void>((r) => req.once('drain', r).once('close', r));
+        if (!req.write(piece)) await writable(req);
       }
       if (!answered && !req.destroyed) req.end();
     })().catch(() => undefined);
+  });
+}
+
+/**
+ * A client as simple as many are: it writes the whole request, and only then reads the answer (what
+ * the server sent, up to its close). Rejects with the socket's error (EPIPE, ECONNRESET) if the
+ * server resets the connection under it.
+ */
+function sendAllThenRead(url: string, headers: Record<string, string>, parts: Buffer[], chunked: boolean): Promise<string> {
+  const { hostname, port, pathname } = new URL(url);
+  const length = parts.reduce((sum, p) => sum + p.length, 0);
+  const head = [`POST ${pathname} HTTP/1.1`, `Host: ${hostname}:${port}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`), chunked ? 'Transfer-Encoding: chunked' : `Content-Length: ${length}`];
+  const body = chunked ? [...parts.flatMap((p) => [Buffer.from(`${p.length.toString(16)}\r\n`), p, Buffer.from('\r\n')]), Buffer.from('0\r\n\r\n')] : parts;
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname);
+    socket.pause();
+    socket.once('error', reject);
+    const received: Buffer[] = [];
+    socket.write(`${head.join('\r\n')}\r\n\r\n`);
+    for (const piece of body) socket.write(piece);
+    socket.write(Buffer.alloc(0), () => {
+      socket.on('data', (chunk: Buffer) => received.push(chunk));
+      socket.once('end', () => {
+        socket.destroy();
+        resolve(Buffer.concat(received).toString('utf8'));
+      });
+      socket.resume();
+    });
+  });
+}
+
+/** Waits until the request takes more (or is closed), leaving no listener behind. */
+function writable(req: http.ClientRequest): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      req.off('drain', done).off('close', done);
+      resolve();
+    };
+    req.once('drain', done).once('close', done);
   });
 }
 
@@ -232,6 +273,21 @@ describe('request limits while the body streams', function () {
     assert.ok(sent < 60 * MIB, `the client was stopped before sending everything (${sent} bytes sent)`);
     await nothingStored(before);
   });
+
+  for (const framing of ['a declared Content-Length', 'chunked'] as const) {
+    it(`a client that sends its whole body before it reads gets the 413, not a reset connection (${framing})`, async () => {
+      const before = await documentCount();
+      // Files of 1 MiB (under the 2 MiB file limit), 16 MiB against the 3 MiB total.
+      const parts = [field('folder', kb.folder)];
+      for (let i = 0; i < 16; i++) parts.push(fileHead('files', `part${i}.txt`), Buffer.alloc(MIB, 0x63), Buffer.from('\r\n'));
+      parts.push(closing);
+      const answer = await sendAllThenRead(`${api.url}/api/documents/${kb.partner.name}/${kb.kb}/files/batch`, { ...multipart, 'x-api-key': kb.partner.key }, parts, framing === 'chunked');
+      assert.match(answer, /^HTTP\/1\.1 413 /, answer.slice(0, 200));
+      assert.match(answer, /the request body is larger than 3\.\d MiB/);
+      assert.match(answer, /\r\nConnection: close\r\n/i);
+      await nothingStored(before);
+    });
+  }
 
   it('answers in the interface\'s shape: a transcription field too long is 422 {message, errors}', async () => {
     const p = await newPartner(h);
