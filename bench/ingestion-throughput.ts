@@ -63,6 +63,12 @@ const SYSTEM_ONLY = process.env.BENCH_ONLY === 'system';
 const CREATION_ONLY = process.env.BENCH_ONLY === 'creation';
 const API_CPU_PROFILE_DIR = process.env.BENCH_API_CPU_PROF;
 const WORKER_CPU_PROFILE_DIR = process.env.BENCH_WORKER_CPU_PROF;
+/**
+ * BENCH_SLOW_TRACE=1: after each creation row, the wall-clock time (Unix seconds) of its slowest
+ * 1 % of requests' turns, on stderr, to line the tail up with another process's log (e.g. the
+ * Temporal server's GODEBUG=gctrace=1 collections).
+ */
+const SLOW_TRACE = process.env.BENCH_SLOW_TRACE === '1';
 
 const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a');
 const load = () => os.loadavg().map((x) => x.toFixed(2)).join(' / ');
@@ -322,6 +328,8 @@ interface CreationResult {
  */
 async function creation(api: BenchApi, label: string, docsPerRequest: number, request: () => Promise<LeanResponse>, documentsPerSecond?: number): Promise<CreationResult> {
   const latencies: number[] = [];
+  /** Each measured request's turn (performance.now()) and time, for BENCH_SLOW_TRACE. */
+  const turns: Array<[number, number]> = [];
   let failures = 0;
   let firstFailure = '';
   /** The API's and the machine's CPU time when the warm-up ended. */
@@ -350,7 +358,10 @@ async function creation(api: BenchApi, label: string, docsPerRequest: number, re
         const res = await request();
         const ms = performance.now() - t;
         if (t >= warmUntil) {
-          if (res.status === 200 || res.status === 201) latencies.push(ms);
+          if (res.status === 200 || res.status === 201) {
+            latencies.push(ms);
+            if (SLOW_TRACE) turns.push([t, ms]);
+          }
           else {
             failures++;
             firstFailure ||= `${res.status} ${res.body.toString('utf8').slice(0, 300)}`;
@@ -366,6 +377,11 @@ async function creation(api: BenchApi, label: string, docsPerRequest: number, re
   const busyTicks = atWarm.machine ? machineEnd.total - machineEnd.idle - (atWarm.machine.total - atWarm.machine.idle) : NaN;
   const machineBusyMs = (busyTicks * 1000) / TICKS_PER_SECOND;
   if (firstFailure) console.error(`${label}: ${failures} failed, the first: ${firstFailure}`);
+  if (SLOW_TRACE) {
+    const slowest = [...turns].sort((a, b) => b[1] - a[1]).slice(0, Math.ceil(turns.length / 100));
+    const at = (turn: number) => ((performance.timeOrigin + turn) / 1000).toFixed(3);
+    console.error(`${label}: slowest 1 % (turn at: ms) ${slowest.sort((a, b) => a[0] - b[0]).map(([turn, ms]) => `${at(turn)}:${ms.toFixed(0)}`).join(' ')}`);
+  }
   const seconds = CREATE_SECONDS;
   const documents = latencies.length * docsPerRequest;
   return { label, documents, requests: latencies.length, seconds, latencies, failures, apiCpuMsPerDocument: apiMs / documents, clientCpuMsPerDocument: (clientCpu.user + clientCpu.system) / 1000 / documents, temporalCpuMsPerDocument: temporalMs / documents, machineCpuMsPerDocument: machineBusyMs / documents };
