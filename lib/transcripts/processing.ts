@@ -185,8 +185,8 @@ async function outcomeOf(deps: TranscriptDeps, transcriptId: string): Promise<Tr
 }
 
 /**
- * Joins the segments (times made absolute), formats the text as the request asked, and removes the
- * audio. Answers the status the transcript ended in: `completed`, or `error` when its row had already
+ * Removes the audio, then joins the segments (times made absolute) and formats the text as the
+ * request asked. Answers the status the transcript ended in: `completed`, or `error` when its row had already
  * been ended in error (by an operator's cancel that won the race, or by the API's clean-up of
  * transcripts whose workflow had stopped, before an operator reset the workflow), or `gone`.
  */
@@ -196,6 +196,9 @@ export async function completeTranscript(deps: TranscriptDeps, transcriptId: str
     await deps.storage.removePrefix(transcriptFiles.prefix(transcriptId));
     return 'gone';
   }
+  // The audio goes before the row says `completed` (nothing from here on reads it, the segments'
+  // text is in the rows): a client that sees a transcript finished never has its audio still kept.
+  await deps.storage.removePrefix(transcriptFiles.prefix(transcriptId));
   if (t.status === 'processing') {
     const options = { fillerWords: t.fillerWords, formatText: t.formatText };
     const timed = t.segments.every((s) => s.words !== null);
@@ -204,20 +207,20 @@ export async function completeTranscript(deps: TranscriptDeps, transcriptId: str
       : formatText(t.segments.map((s) => s.text ?? '').join(' '), options);
     await deps.db.transcript.updateMany({ where: { id: transcriptId, status: 'processing' }, data: { status: 'completed', text, error: null, ...expiry(retentionSeconds) } });
   }
-  await deps.storage.removePrefix(transcriptFiles.prefix(transcriptId));
   return outcomeOf(deps, transcriptId);
 }
 
 /**
- * Ends a transcript in `error` with a message for the client, and removes its audio. Answers the
+ * Removes a transcript's audio and ends it in `error` with a message for the client. Answers the
  * status it ended in (`completed` if it had completed before the failure reached it).
  */
 export async function failTranscript(deps: TranscriptDeps, transcriptId: string, message: string, retentionSeconds: number): Promise<TranscriptOutcome> {
+  // As in completeTranscript: the audio is gone before the row says the transcript has ended.
+  await deps.storage.removePrefix(transcriptFiles.prefix(transcriptId));
   await deps.db.transcript.updateMany({
     where: { id: transcriptId, status: { in: ['queued', 'processing'] } },
     data: { status: 'error', error: message.slice(0, 2000), text: null, ...expiry(retentionSeconds) },
   });
-  await deps.storage.removePrefix(transcriptFiles.prefix(transcriptId));
   return outcomeOf(deps, transcriptId);
 }
 
