@@ -23,8 +23,9 @@ import type { JsonSchema } from './validation.js';
  * - A declared Content-Length over the total is refused before one byte is read; a body sent
  *   without one (chunked) is counted as it arrives and cut off at the total: the parts already
  *   written are closed and deleted before the 413 is answered, and the connection is closed rather
- *   than drained (after a short lingering close, so that a client still sending reads the 413). multer refuses the other limits (fields, field size, files, file size) as they are
- *   crossed; its error names the limit.
+ *   than drained (after a short lingering close, so that a client still sending reads the 413).
+ *   multer refuses the other limits (fields, field size, files, file size) as they are crossed; its
+ *   error names the limit.
  * - Every file written for a request is tracked, and removed when the request ends unless its
  *   handler moved it into storage: a refused or aborted upload leaves nothing in the upload
  *   directory.
