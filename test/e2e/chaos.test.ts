@@ -127,8 +127,8 @@ describe('chaos: ingestion survives killed workers and a restarted Temporal serv
     // No vector of the knowledge base belongs to anything else (an orphan of a retried write).
     assert.equal(await api.deps.index.countKnowledgeBaseChunks(kbRow.id), chunks);
 
-    // No document is queued without a workflow: every pipeline closes (its last step writes the
-    // row's success, so a pipeline may still be completing when the row says so).
+    // No document is queued without a workflow: every pipeline closes (the embedding step writes
+    // the row's success and the workflow completes after it, so it may still be open just then).
     await eventually('every pipeline closed', async () => {
       for (const id of ids) if (await isWorkflowRunning(api.deps.temporal, documentWorkflowId(id))) return false;
       return true;
