@@ -361,8 +361,7 @@ async function creation(api: BenchApi, label: string, docsPerRequest: number, re
           if (res.status === 200 || res.status === 201) {
             latencies.push(ms);
             if (SLOW_TRACE) turns.push([t, ms]);
-          }
-          else {
+          } else {
             failures++;
             firstFailure ||= `${res.status} ${res.body.toString('utf8').slice(0, 300)}`;
           }
