@@ -37,7 +37,7 @@ import { VectorIndex } from '../lib/providers/vector-index.js';
 import { embedderFromConfig } from '../lib/providers/embeddings.js';
 import { fuseVariants, fusionUnit, queryLanguages, rescore, retrievalDefaults, streamNames, type FusedHit, type FusionMethod, type StreamName } from '../lib/retrieval/hybrid-search.js';
 import { featureValues, rescoringFeatures, type FeatureValues } from '../lib/retrieval/rescoring.js';
-import { freePort, startWeaviate, type ManagedProcess } from '../scripts/stack.js';
+import { startWeaviate, type WeaviateProcess } from '../scripts/stack.js';
 import { buildEvalSets, type EvalSet } from '../scripts/retrieval-eval-sets.js';
 import { CachedEmbeddings } from './support/embedding-cache.js';
 import { indexPart, itemMetrics, meanMetrics, rankedDocuments, runQueries, type IndexedPart, type Metrics, type QueryRun } from './support/retrieval-harness.js';
@@ -171,13 +171,12 @@ async function main() {
   const sets = buildEvalSets();
   // RETRIEVAL_EVAL_PARTS=tuning fits the defaults without searching the held-out parts at all.
   const evaluatedParts = process.env.RETRIEVAL_EVAL_PARTS === 'tuning' ? (['tuning'] as const) : (['tuning', 'heldout'] as const);
-  let weaviate: ManagedProcess | null = null;
+  let weaviate: WeaviateProcess | null = null;
   let url = process.env.WEAVIATE_URL;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'retrieval-eval-'));
   if (!url) {
-    const port = await freePort();
-    weaviate = await startWeaviate({ port, dataDir, logFile: path.join(dataDir, 'weaviate.log') });
-    url = `http://127.0.0.1:${port}`;
+    weaviate = await startWeaviate({ dataDir, logFile: path.join(dataDir, 'weaviate.log') });
+    url = weaviate.url;
   }
   const started = Date.now();
   const index = new VectorIndex(url);

@@ -28,7 +28,7 @@ import { LocalSentenceEncoder, type EmbeddingProvider } from '../lib/providers/e
 import { bm25Document, bm25Query } from '../lib/retrieval/language-analysis.js';
 import { sparseVector } from '../lib/retrieval/sparse-vector.js';
 import { retrievalDefaults, searchKnowledgeBase } from '../lib/retrieval/hybrid-search.js';
-import { freePort, startWeaviate, type ManagedProcess } from '../scripts/stack.js';
+import { startWeaviate, type WeaviateProcess } from '../scripts/stack.js';
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
 const queriesPerSetting = Number(process.env.BENCH_QUERIES ?? 300);
@@ -85,13 +85,12 @@ class PrecomputedQueries implements EmbeddingProvider {
 }
 
 async function main() {
-  let weaviate: ManagedProcess | null = null;
+  let weaviate: WeaviateProcess | null = null;
   let url = process.env.WEAVIATE_URL;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-weaviate-'));
   if (!url) {
-    const port = await freePort();
-    weaviate = await startWeaviate({ port, dataDir, logFile: path.join(dataDir, 'weaviate.log') });
-    url = `http://127.0.0.1:${port}`;
+    weaviate = await startWeaviate({ dataDir, logFile: path.join(dataDir, 'weaviate.log') });
+    url = weaviate.url;
   }
   const index = new VectorIndex(url);
   const className = chunkClassFor(`bench-synthetic-512-${process.pid}`);

@@ -1,4 +1,5 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import dgram from 'node:dgram';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -24,6 +25,7 @@ export const binaries = {
 export interface ManagedProcess {
   name: string;
   child: ChildProcess;
+  logFile: string;
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
@@ -38,11 +40,39 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** Two consecutive free ports: Weaviate reaches a peer's internal RPC at its raft port + 1. */
+/** Whether a listener could bind the port now: false when a server, or a connection's local end, holds it. */
+async function canListen(port: number, protocol: 'tcp' | 'udp' = 'tcp'): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (protocol === 'udp') {
+      const socket = dgram.createSocket('udp4');
+      socket.once('error', () => resolve(false));
+      socket.bind(port, '127.0.0.1', () => socket.close(() => resolve(true)));
+      return;
+    }
+    const srv = net.createServer();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+}
+
+/** A free port whose UDP twin is free too (gossip listens on both). */
+async function freeTcpUdpPort(): Promise<number> {
+  for (;;) {
+    const port = await freePort();
+    if (await canListen(port, 'udp')) return port;
+  }
+}
+
+/**
+ * Two consecutive free ports: Weaviate reaches a peer's internal RPC at its raft port + 1. The
+ * second is tested by binding it: an outgoing connection may hold it as its local end, which a
+ * connect test would not see (Linux hands even ports to connections, and port + 1 of the odd one
+ * `listen(0)` gives is even).
+ */
 export async function freePortPair(): Promise<number> {
   for (;;) {
     const port = await freePort();
-    if (port < 65535 && !(await portOpen(port + 1))) return port;
+    if (port < 65535 && (await canListen(port + 1))) return port;
   }
 }
 
@@ -54,14 +84,43 @@ export async function portOpen(port: number, host = '127.0.0.1'): Promise<boolea
   });
 }
 
-export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, child?: ChildProcess): Promise<void> {
+/** Thrown when a server ends before it answers; `log` holds the last lines it wrote, which say why. */
+export class ExitedBeforeReadyError extends Error {
+  constructor(
+    what: string,
+    readonly code: number | null,
+    readonly log: string,
+  ) {
+    super(`${what} exited with code ${code} before it was ready${log ? `; the end of its log:\n${log}` : ''}`);
+  }
+}
+
+export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, proc?: ManagedProcess): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (child && child.exitCode !== null) throw new Error(`${what} exited with code ${child.exitCode} before it was ready`);
+    if (proc && proc.child.exitCode !== null) throw new ExitedBeforeReadyError(what, proc.child.exitCode, logTail(proc.logFile));
     if (await check().catch(() => false)) return;
     await new Promise((r) => setTimeout(r, 250));
   }
   throw new Error(`${what} was not ready within ${timeoutMs / 1000} s`);
+}
+
+/** The last lines of a log file (those a run appended last), or '' when it cannot be read. */
+export function logTail(logFile: string, lines = 20): string {
+  try {
+    const size = fs.statSync(logFile).size;
+    const fd = fs.openSync(logFile, 'r');
+    try {
+      const length = Math.min(size, 16_384);
+      const buffer = Buffer.alloc(length);
+      fs.readSync(fd, buffer, 0, length, size - length);
+      return buffer.toString('utf8').trimEnd().split('\n').slice(-lines).join('\n');
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    return '';
+  }
 }
 
 const running = new Set<ChildProcess>();
@@ -82,6 +141,7 @@ export function manage(name: string, command: string, args: string[], options: {
   return {
     name,
     child,
+    logFile: options.logFile,
     async stop(signal = 'SIGTERM') {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill(signal);
@@ -154,7 +214,7 @@ export interface TemporalOptions {
 
 export async function startTemporal(o: TemporalOptions): Promise<ManagedProcess> {
   if (!fs.existsSync(binaries.temporal)) throw new Error(`${binaries.temporal} is missing: run scripts/build-tools.sh`);
-  const proc = await launchTemporal(o);
+  const proc = await launchTemporalRetryingPorts(o);
   if (!o.dbFile) return proc;
   const statements = await visibilityIndexChanges(o.port, o.dbFile);
   if (!statements.length) return proc;
@@ -163,7 +223,26 @@ export async function startTemporal(o: TemporalOptions): Promise<ManagedProcess>
   // was added), and it starts again on the changed file.
   await proc.stop();
   await sqlite([o.dbFile, `BEGIN; ${statements.join('; ')}; COMMIT;`]);
-  return launchTemporal(o);
+  return launchTemporalRetryingPorts(o);
+}
+
+/**
+ * The dev server picks free ports of its own (HTTP API, metrics, its history, matching and worker
+ * services), free when picked but not always when it binds them: another process may take one in
+ * between (see startWeaviate). It then exits at once and picks others the next time. Its own ports
+ * (`--port`, `--ui-port`) are the caller's: one of those taken is reported as it is.
+ */
+async function launchTemporalRetryingPorts(o: TemporalOptions): Promise<ManagedProcess> {
+  const callersPorts = [o.port, o.uiPort].filter((p) => p !== null);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await launchTemporal(o);
+    } catch (err) {
+      const log = err instanceof ExitedBeforeReadyError ? err.log : '';
+      const itsOwnPortTaken = /address already in use/.test(log) && !callersPorts.some((p) => log.includes(`:${p}: bind`));
+      if (!itsOwnPortTaken || attempt === 3) throw err;
+    }
+  }
 }
 
 async function launchTemporal(o: TemporalOptions): Promise<ManagedProcess> {
@@ -221,7 +300,7 @@ async function launchTemporal(o: TemporalOptions): Promise<ManagedProcess> {
       return /SERVING/.test(stdout);
     },
     90_000,
-    proc.child,
+    proc,
   );
   return proc;
 }
@@ -277,17 +356,48 @@ async function sqlite(args: string[]): Promise<string> {
 
 // ---------------------------------------------------------------- Weaviate
 
-export interface WeaviateOptions {
-  port: number;
-  dataDir: string;
-  logFile: string;
-  /** gRPC, gossip, data and raft ports (raft RPC is raft + 1); free ones are picked when omitted. */
-  ports?: { grpc: number; gossip: number; data: number; raft: number };
+export interface WeaviatePorts {
+  http: number;
+  grpc: number;
+  gossip: number;
+  data: number;
+  /** Raft's own; its internal RPC listens on the next one. */
+  raft: number;
 }
 
-export async function startWeaviate(o: WeaviateOptions): Promise<ManagedProcess> {
+export interface WeaviateOptions {
+  dataDir: string;
+  logFile: string;
+  /** Free ones are picked when omitted. */
+  ports?: WeaviatePorts;
+}
+
+export interface WeaviateProcess extends ManagedProcess {
+  url: string;
+}
+
+export async function startWeaviate(o: WeaviateOptions): Promise<WeaviateProcess> {
   if (!fs.existsSync(binaries.weaviate)) throw new Error(`${binaries.weaviate} is missing: run scripts/build-tools.sh`);
-  const p = o.ports ?? { grpc: await freePort(), gossip: await freePort(), data: await freePort(), raft: await freePortPair() };
+  if (o.ports) return launchWeaviate(o, o.ports);
+  // Ports picked here are free when picked, not when the server binds them a moment later: another
+  // process (the Temporal dev server picks its internal ports the same way, at the same time in
+  // the tests) or a connection's local end may take one in between. Weaviate then exits at once,
+  // and it starts again on other ports and an empty data directory (a half-made raft store would
+  // name the old ones).
+  const fresh = !fs.existsSync(o.dataDir) || fs.readdirSync(o.dataDir).length === 0;
+  for (let attempt = 1; ; attempt++) {
+    const ports = { http: await freePort(), grpc: await freePort(), gossip: await freeTcpUdpPort(), data: await freePort(), raft: await freePortPair() };
+    try {
+      return await launchWeaviate(o, ports);
+    } catch (err) {
+      const portTaken = err instanceof ExitedBeforeReadyError && /address already in use/.test(err.log);
+      if (!portTaken || !fresh || attempt === 3) throw err;
+      fs.rmSync(o.dataDir, { recursive: true, force: true });
+    }
+  }
+}
+
+async function launchWeaviate(o: WeaviateOptions, p: WeaviatePorts): Promise<WeaviateProcess> {
   fs.mkdirSync(o.dataDir, { recursive: true });
   const env = {
     ...process.env,
@@ -316,12 +426,8 @@ export async function startWeaviate(o: WeaviateOptions): Promise<ManagedProcess>
     LOG_LEVEL: 'warning',
     QUERY_DEFAULTS_LIMIT: '25',
   };
-  const proc = manage('weaviate', binaries.weaviate, ['--host', '127.0.0.1', '--port', String(o.port), '--scheme', 'http'], { env, logFile: o.logFile });
-  await waitFor(
-    'Weaviate',
-    async () => (await fetch(`http://127.0.0.1:${o.port}/v1/.well-known/ready`)).status === 200,
-    120_000,
-    proc.child,
-  );
-  return proc;
+  const proc = manage('weaviate', binaries.weaviate, ['--host', '127.0.0.1', '--port', String(p.http), '--scheme', 'http'], { env, logFile: o.logFile });
+  const url = `http://127.0.0.1:${p.http}`;
+  await waitFor('Weaviate', async () => (await fetch(`${url}/v1/.well-known/ready`)).status === 200, 120_000, proc);
+  return { ...proc, url };
 }

@@ -66,10 +66,9 @@ try {
     else
       started.push(
         await startWeaviate({
-          port: weaviatePort,
           dataDir: path.join(dataDir, 'weaviate'),
           logFile: path.join(dataDir, 'logs/weaviate.log'),
-          ports: { grpc: 50051, gossip: 7946, data: 7947, raft: 8300 },
+          ports: { http: weaviatePort, grpc: 50051, gossip: 7946, data: 7947, raft: 8300 },
         }),
       );
   }
@@ -78,7 +77,7 @@ try {
     manage(name, process.execPath, ['--import', 'tsx', script], { env, logFile: path.join(dataDir, `logs/${name}.log`) });
   started.push(node('worker', 'workers/main.ts'));
   started.push(node('api', 'api/server.ts'));
-  await waitFor('API', async () => (await fetch(`http://127.0.0.1:${config.port}/health`)).ok, 60_000, started.at(-1)!.child);
+  await waitFor('API', async () => (await fetch(`http://127.0.0.1:${config.port}/health`)).ok, 60_000, started.at(-1));
 
   say('');
   say(`API              http://127.0.0.1:${config.port}   (OpenAPI: /openapi.json)`);

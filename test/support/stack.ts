@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import pg from 'pg';
-import { dropDatabase, ensureDatabase, freePort, migrate, startTemporal, startWeaviate, type ManagedProcess } from '../../scripts/stack.js';
+import { binaries, dropDatabase, ensureDatabase, freePort, migrate, startTemporal, startWeaviate, type ManagedProcess, type WeaviateProcess } from '../../scripts/stack.js';
 
 /**
  * The test run's own infrastructure: a Temporal dev server and a Weaviate on free ports with
@@ -59,14 +59,18 @@ function stopStaleTestServers(): void {
       continue;
     }
     if (processAlive(owner.pid)) continue;
-    for (const pid of owner.servers) {
-      try {
-        process.kill(pid, 'SIGTERM');
-      } catch {
-        /* already gone */
-      }
-    }
+    // A server that ended long ago may have left its process id to another process since.
+    for (const pid of owner.servers) if (isOneOfOurServers(pid)) process.kill(pid, 'SIGTERM');
     fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function isOneOfOurServers(pid: number): boolean {
+  try {
+    const executable = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0];
+    return executable === binaries.temporal || executable === binaries.weaviate;
+  } catch {
+    return false;
   }
 }
 
@@ -85,12 +89,11 @@ export async function startTestStack(): Promise<TestStack> {
   const baseUrl = process.env.TEST_DATABASE_BASE_URL ?? 'postgresql://postgres@127.0.0.1:5432';
   const databaseUrl = `${baseUrl}/dwb_test_${process.pid}`;
   const temporalPort = await freePort();
-  const weaviatePort = await freePort();
 
   const started = await Promise.allSettled([
     // A file, as scripts/start runs it (WAL, the trimmed visibility indexes of scripts/stack.ts).
     startTemporal({ port: temporalPort, uiPort: null, dbFile: path.join(workDir, 'temporal', 'temporal.db'), logFile: path.join(workDir, 'temporal.log') }),
-    startWeaviate({ port: weaviatePort, dataDir: path.join(workDir, 'weaviate'), logFile: path.join(workDir, 'weaviate.log') }),
+    startWeaviate({ dataDir: path.join(workDir, 'weaviate'), logFile: path.join(workDir, 'weaviate.log') }),
     bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)), logger: quietLogger }),
     (async () => {
       await ensureDatabase(databaseUrl);
@@ -114,7 +117,7 @@ export async function startTestStack(): Promise<TestStack> {
   stack = {
     databaseUrl,
     temporalAddress: `127.0.0.1:${temporalPort}`,
-    weaviateUrl: `http://127.0.0.1:${weaviatePort}`,
+    weaviateUrl: (started[1] as PromiseFulfilledResult<WeaviateProcess>).value.url,
     workDir,
     workflowBundlePath,
     adminApiKey: 'test-admin-key-0123456789abcdef',
