@@ -138,6 +138,6 @@ export const messagingErrors = {
   400: { description: 'Invalid body, metadata.service or character', schema: errorDetail },
   401: { description: 'Missing or invalid quota key (`invalid_api_key`)', schema: errorDetail },
   403: { description: "Quota type not allowed for this endpoint, or knowledge base outside the key's partner scope", schema: errorDetail },
-  429: { description: 'Quota exhausted (`quota_exceeded`)', schema: errorDetail },
+  429: { description: 'Quota exhausted (`quota_exceeded`); `x-should-retry: false` when no retry can pass (the tokens no request in flight holds cannot cover it)', schema: errorDetail },
   502: { description: 'Model provider failure (also after fallback_model)', schema: errorDetail },
 };

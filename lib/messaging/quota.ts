@@ -147,18 +147,34 @@ export async function reserveQuota(
   if (r.remaining !== null) Object.assign(room, { remaining: Number(r.remaining), at: performance.now() });
   else room.at = -Infinity;
   if (r.outcome === 'revoked') throw new AppError('invalid_api_key', 'invalid quota API key');
-  if (r.outcome === 'exhausted') {
-    const remaining = BigInt(r.remaining!);
-    throw new AppError(
-      'quota_exceeded',
-      remaining <= 0n
-        ? `quota exhausted: this key's ${r.token_amount} tokens are used up`
-        : `quota exhausted: the request needs up to ${tokens} tokens (estimated input + output limit), ${remaining} of ${r.token_amount} remain; lower the output limit`,
-      { quota_remaining: Number(remaining > 0n ? remaining : 0n) },
-      429,
-    );
-  }
+  if (r.outcome === 'exhausted') throw await exhausted(db, req.quotaKeyId, tokens, BigInt(r.token_amount!), BigInt(r.remaining!));
   return { operationKey: req.operationKey, quotaKeyId: req.quotaKeyId, endpoint: req.endpoint, tokens };
+}
+
+/**
+ * The 429 of a hold that does not fit. Only the requests of the key in flight may give room back
+ * (they settle for what they used, at most what they hold); when the tokens nobody holds cannot
+ * cover the request either, no retry can pass, and the answer says so to OpenAI clients
+ * (`x-should-retry: false`), which otherwise retry a 429 on their own. The tokens nobody holds are
+ * read only on this path, so an admitted request pays no extra round trip.
+ */
+async function exhausted(db: Db, quotaKeyId: string, tokens: number, amount: bigint, remaining: bigint): Promise<AppError> {
+  const { rows } = await db.pool.query<{ unheld: string }>('SELECT "tokenAmount" - "tokensConsumed" AS unheld FROM quota_keys WHERE id = $1', [quotaKeyId]);
+  const unheld = BigInt(rows[0]?.unheld ?? 0);
+  const left = (n: bigint) => (n > 0n ? n : 0n);
+  if (BigInt(tokens) > unheld) {
+    const message =
+      unheld <= 0n
+        ? `quota exhausted: this key's ${amount} tokens are used up`
+        : `quota exhausted: the request needs up to ${tokens} tokens (estimated input + output limit), ${unheld} of ${amount} remain; lower the output limit`;
+    return new AppError('quota_exceeded', message, { quota_remaining: Number(left(remaining)), retry: false }, 429);
+  }
+  return new AppError(
+    'quota_exceeded',
+    `quota exhausted for now: the request needs up to ${tokens} tokens (estimated input + output limit), ${left(remaining)} of ${amount} remain while ${unheld - left(remaining)} are held by this key's requests in flight; retry when they have finished`,
+    { quota_remaining: Number(left(remaining)) },
+    429,
+  );
 }
 
 /**

@@ -226,6 +226,35 @@ describe('messaging v3: chat completions and responses through the openai client
       const after = await http('POST', '/v3/chat/completions', { json: { ...chatBody, max_tokens: 1 }, headers: { Authorization: `Bearer ${small.key}` } });
       assertError(after, 429, 'quota_exceeded', '/v3/chat/completions');
       assert.match(after.body.detail.message, /used up/);
+      // No retry can pass either: the OpenAI clients are told not to retry on their own.
+      for (const refused of [res, after]) assert.equal(refused.headers.get('x-should-retry'), 'false');
+      let sent = 0;
+      const sdk = new OpenAI({ baseURL: `${api.url}/v3`, apiKey: small.key, maxRetries: 2, fetch: (url, init) => (sent++, fetch(url, init)) });
+      await assert.rejects(sdk.chat.completions.create({ ...chatBody, max_tokens: 1 } as any), (e: any) => e.status === 429);
+      assert.equal(sent, 1, 'the SDK did not retry');
+    });
+
+    it("429 without x-should-retry when only the key's requests in flight hold the room; a retry after they finish passes", async () => {
+      const slowMessages = [{ role: 'user', content: 'slow' }];
+      const held = estimateTokens(JSON.stringify(slowMessages)) + 100;
+      const needed = estimateTokens(JSON.stringify(chatBody.messages)) + 100;
+      // Room for either request alone, not for both at once.
+      const k = await newQuotaKey(http, { quota_type: 'chat', token_amount: held + needed - 1 });
+      const headers = { Authorization: `Bearer ${k.key}` };
+      const isSlow = (call: UpstreamCall) => call.body?.messages?.[0]?.content === 'slow';
+      upstream.respond((call) => ({ json: chatCompletion(call, 'ok', { usage: { prompt_tokens: 5, completion_tokens: 5 } }), delayMs: isSlow(call) ? 1500 : 0 }));
+      const slow = http('POST', '/v3/chat/completions', { json: { model: 'm', messages: slowMessages, max_tokens: 100 }, headers });
+      await upstream.waitForCalls(isSlow, 1);
+      const refused = await http('POST', '/v3/chat/completions', { json: { ...chatBody, max_tokens: 100 }, headers });
+      assertError(refused, 429, 'quota_exceeded', '/v3/chat/completions');
+      assert.match(refused.body.detail.message, /held by this key's requests in flight/);
+      assert.equal(refused.headers.get('x-should-retry'), null);
+      assert.equal((await slow).status, 200);
+      await eventually('the slow request settled', async () => {
+        const list = await http('GET', '/api/quota-keys', { key: testStack().adminApiKey });
+        return list.body.find((x: { id: string }) => x.id === k.id)?.tokens_reserved === 0;
+      });
+      assert.equal((await http('POST', '/v3/chat/completions', { json: { ...chatBody, max_tokens: 100 }, headers })).status, 200);
     });
 
     it('400 for an invalid metadata.service, before the provider is called', async () => {
