@@ -64,6 +64,7 @@ export const responsesBody: JsonSchema = {
     input: { oneOf: [{ type: 'string', minLength: 1 }, { type: 'array', minItems: 1 }] },
     instructions: { type: ['string', 'null'] },
     max_output_tokens: tokenLimit,
+    previous_response_id: { type: ['string', 'null'], description: "The provider's id of an earlier answer, or the service's `resp_service_…` id of a streamed answer with knowledge (same key, 30 days)" },
   },
 };
 

@@ -6,6 +6,7 @@ import { defaultChunking } from '../retrieval/chunking.js';
 import type { QuotaKeyPrincipal } from './quota-keys.js';
 import { estimateTokens, holdLifetimeMs, holdsBeingMade, quickTokenBound, refineHold, releaseQuota, reserveQuota, roomForeseen, settleQuota, type QuotaHold } from './quota.js';
 import { AppError } from '../platform/errors.js';
+import { providerResponseId, recordResponseAlias, SERVICE_RESPONSE_PREFIX } from './response-aliases.js';
 import { resolveCharacter, takeServiceMetadata, type Character } from './service-metadata.js';
 import { composeInstructions, retrieveKnowledge, visibilityItems, type KnowledgeContext } from './knowledge.js';
 import {
@@ -317,6 +318,7 @@ function knowledgeRequest(forwarded: ResponsesBody, character: Character | null,
 export async function responses(ctx: GenerationContext, body: ResponsesBody): Promise<GenerationOutcome> {
   mark(ctx.res, 'handler');
   const { forwarded, fallback, service } = splitRequest(body);
+  if (forwarded.previous_response_id !== undefined) forwarded.previous_response_id = await providerResponseId(ctx.deps.db, ctx.key.id, forwarded.previous_response_id);
   const character = await resolveCharacter(ctx.deps.db, ctx.key, service);
   const client = upstreamClient(ctx.deps.config);
   const abort = clientGone(ctx.res);
@@ -432,7 +434,7 @@ async function knowledgeResponsesStream(
   let seq = 0;
   const emit = (type: string, fields: Record<string, unknown>) => sse.event(type, { type, ...fields, sequence_number: seq++ });
   const base = {
-    id: `resp_service_${crypto.randomBytes(16).toString('hex')}`,
+    id: `${SERVICE_RESPONSE_PREFIX}${crypto.randomBytes(16).toString('hex')}`,
     object: 'response',
     created_at: Math.floor(Date.now() / 1000),
     status: 'in_progress',
@@ -444,6 +446,7 @@ async function knowledgeResponsesStream(
   };
   let usage: ProviderUsage | null = null;
   let reachedModel = false;
+  let aliasRecorded: Promise<void> | null = null;
   try {
     await emit('response.created', { response: base });
     await emit('response.in_progress', { response: base });
@@ -465,8 +468,16 @@ async function knowledgeResponsesStream(
     for await (const event of stream) {
       if (sse.closed) break;
       const type = event.type;
+      const providerId = event.response?.id;
+      if (!aliasRecorded && typeof providerId === 'string') {
+        aliasRecorded = recordResponseAlias(ctx.deps.db, { serviceResponseId: base.id, providerResponseId: providerId, quotaKeyId: ctx.key.id }).catch((err: unknown) =>
+          ctx.log.error('the id of a streamed answer was not recorded: it cannot be named as previous_response_id', { err, response_id: base.id }),
+        );
+      }
       if (type === 'response.created' || type === 'response.in_progress' || type === 'response.queued') continue;
       if (type === 'response.completed' || type === 'response.incomplete' || type === 'response.failed') {
+        // A client that chains from the finished answer finds its id recorded.
+        await aliasRecorded;
         usage = event.response?.usage ?? null;
         const response = { ...event.response, id: base.id, output: [items.searching, fileSearch, found, ...(event.response?.output ?? [])] };
         await emit(type, { response });

@@ -149,6 +149,40 @@ describe('messaging v3: knowledge context and visibility items', function () {
     assert.equal(final.id, events[0].response.id);
   });
 
+  it("a streamed answer's id can be named as previous_response_id by the same key: the provider gets its own id for it", async () => {
+    const providerIds: string[] = [];
+    upstream.respond((call) => {
+      const answer = responder(call);
+      if ('sse' in answer && Array.isArray(answer.sse)) providerIds.push(answer.sse[0].response.id);
+      return answer;
+    });
+    try {
+      const events: any[] = await collect((await openai.responses.create({ model: 'm', input: question, stream: true, metadata: { service } } as any)) as any);
+      const ours = events.at(-1).response.id;
+      assert.match(ours, /^resp_service_/);
+      assert.equal(providerIds.length, 1);
+      await openai.responses.create({ model: 'm', input: 'And in the night?', previous_response_id: ours, metadata: { service } } as any);
+      assert.equal(upstream.callsTo('/v1/responses').at(-1)!.body.previous_response_id, providerIds[0]);
+      // Any other id reaches the provider as it is.
+      await openai.responses.create({ model: 'm', input: 'And then?', previous_response_id: 'resp_from_elsewhere' } as any);
+      assert.equal(upstream.callsTo('/v1/responses').at(-1)!.body.previous_response_id, 'resp_from_elsewhere');
+
+      // Another key's answer, or an id never given: 400 before any provider call.
+      const http = client(api.url);
+      const other = await newQuotaKey(http, {});
+      const before = upstream.calls.length;
+      for (const [key, id] of [[other.key, ours], [other.key, 'resp_service_0123'], [undefined, 'resp_service_0123']] as const) {
+        const res = await http('POST', '/v3/responses', { json: { model: 'm', input: 'x', previous_response_id: id }, headers: { Authorization: `Bearer ${key ?? (openai.apiKey as string)}` } });
+        assert.equal(res.status, 400, JSON.stringify(res.body));
+        assert.equal(res.body.detail.code, 'bad_request');
+        assert.match(res.body.detail.message, /previous_response_id resp_service_\w+ names no response of this key/);
+      }
+      assert.equal(upstream.calls.length, before);
+    } finally {
+      upstream.respond(responder);
+    }
+  });
+
   it('chat completions use the knowledge but keep the normal shape', async () => {
     const c: any = await openai.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: question }], metadata: { service } } as any);
     assert.equal(c.object, 'chat.completion');
