@@ -49,7 +49,9 @@ export const chatCompletionBody: JsonSchema = {
     messages: {
       type: 'array',
       minItems: 1,
-      items: { type: 'object', required: ['role'], properties: { role: { type: 'string', minLength: 1 } } },
+      // The roles the OpenAI API takes: another one would be refused by the provider after the
+      // quota hold and the knowledge search, so it is refused here first.
+      items: { type: 'object', required: ['role'], properties: { role: { enum: ['system', 'developer', 'user', 'assistant', 'tool', 'function'] } } },
     },
     max_completion_tokens: tokenLimit,
     max_tokens: tokenLimit,

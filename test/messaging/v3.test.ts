@@ -257,6 +257,14 @@ describe('messaging v3: chat completions and responses through the openai client
       assert.equal((await http('POST', '/v3/chat/completions', { json: { ...chatBody, max_tokens: 100 }, headers })).status, 200);
     });
 
+    it('400 for a message role the OpenAI API does not have, before the provider is called', async () => {
+      const before = upstream.calls.length;
+      const res = await http('POST', '/v3/chat/completions', { json: { model: 'm', messages: [{ role: 'user', content: 'Hi' }, { role: 'wizard', content: 'x' }] }, headers: { Authorization: `Bearer ${key}` } });
+      assertError(res, 400, 'bad_request', '/v3/chat/completions');
+      assert.equal(res.body.detail.message, 'body.messages.1.role must be one of system, developer, user, assistant, tool, function');
+      assert.equal(upstream.calls.length, before);
+    });
+
     it('400 for an invalid metadata.service, before the provider is called', async () => {
       const before = upstream.calls.length;
       for (const service of [{}, { character: {} }, { character: { name: 'A', mood: 'x' } }, { character: { name: 'A', knowledge_base: { partner: 'p' } } }, 'Ada']) {
