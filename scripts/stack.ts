@@ -106,7 +106,7 @@ export async function waitFor(what: string, check: () => Promise<boolean>, timeo
 }
 
 /** The last lines of a log file (those a run appended last), or '' when it cannot be read. */
-export function logTail(logFile: string, lines = 20): string {
+function logTail(logFile: string, lines = 20): string {
   try {
     const size = fs.statSync(logFile).size;
     const fd = fs.openSync(logFile, 'r');
@@ -120,6 +120,23 @@ export function logTail(logFile: string, lines = 20): string {
     }
   } catch {
     return '';
+  }
+}
+
+/**
+ * Ports picked free are free when picked, not always when a server binds them a moment later:
+ * another process (the Temporal dev server picks its internal ports the same way, at the same time
+ * in the tests) or a connection's local end may take one in between. The server then exits at once
+ * saying so in its log, and `launch` runs again (three tries in all) when `mayStartAgain` agrees.
+ */
+async function startAgainOnTakenPort<T>(launch: (attempt: number) => Promise<T>, mayStartAgain: (log: string) => boolean): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await launch(attempt);
+    } catch (err) {
+      const portTaken = err instanceof ExitedBeforeReadyError && /address already in use/.test(err.log) && mayStartAgain(err.log);
+      if (!portTaken || attempt === 3) throw err;
+    }
   }
 }
 
@@ -228,21 +245,15 @@ export async function startTemporal(o: TemporalOptions): Promise<ManagedProcess>
 
 /**
  * The dev server picks free ports of its own (HTTP API, metrics, its history, matching and worker
- * services), free when picked but not always when it binds them: another process may take one in
- * between (see startWeaviate). It then exits at once and picks others the next time. Its own ports
- * (`--port`, `--ui-port`) are the caller's: one of those taken is reported as it is.
+ * services), free when picked but not always when it binds them (see startAgainOnTakenPort). Its
+ * own ports (`--port`, `--ui-port`) are the caller's: one of those taken is reported as it is.
  */
-async function launchTemporalRetryingPorts(o: TemporalOptions): Promise<ManagedProcess> {
+function launchTemporalRetryingPorts(o: TemporalOptions): Promise<ManagedProcess> {
   const callersPorts = [o.port, o.uiPort].filter((p) => p !== null);
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await launchTemporal(o);
-    } catch (err) {
-      const log = err instanceof ExitedBeforeReadyError ? err.log : '';
-      const itsOwnPortTaken = /address already in use/.test(log) && !callersPorts.some((p) => log.includes(`:${p}: bind`));
-      if (!itsOwnPortTaken || attempt === 3) throw err;
-    }
-  }
+  return startAgainOnTakenPort(
+    () => launchTemporal(o),
+    (log) => !callersPorts.some((p) => log.includes(`:${p}: bind`)),
+  );
 }
 
 async function launchTemporal(o: TemporalOptions): Promise<ManagedProcess> {
@@ -379,22 +390,16 @@ export interface WeaviateProcess extends ManagedProcess {
 export async function startWeaviate(o: WeaviateOptions): Promise<WeaviateProcess> {
   if (!fs.existsSync(binaries.weaviate)) throw new Error(`${binaries.weaviate} is missing: run scripts/build-tools.sh`);
   if (o.ports) return launchWeaviate(o, o.ports);
-  // Ports picked here are free when picked, not when the server binds them a moment later: another
-  // process (the Temporal dev server picks its internal ports the same way, at the same time in
-  // the tests) or a connection's local end may take one in between. Weaviate then exits at once,
-  // and it starts again on other ports and an empty data directory (a half-made raft store would
-  // name the old ones).
+  // Started again on other ports after a taken one, and on an empty data directory: a half-made
+  // raft store would name the old ones (so only a directory this call found empty is emptied).
   const fresh = !fs.existsSync(o.dataDir) || fs.readdirSync(o.dataDir).length === 0;
-  for (let attempt = 1; ; attempt++) {
-    const ports = { http: await freePort(), grpc: await freePort(), gossip: await freeTcpUdpPort(), data: await freePort(), raft: await freePortPair() };
-    try {
-      return await launchWeaviate(o, ports);
-    } catch (err) {
-      const portTaken = err instanceof ExitedBeforeReadyError && /address already in use/.test(err.log);
-      if (!portTaken || !fresh || attempt === 3) throw err;
-      fs.rmSync(o.dataDir, { recursive: true, force: true });
-    }
-  }
+  return startAgainOnTakenPort(
+    async (attempt) => {
+      if (attempt > 1) fs.rmSync(o.dataDir, { recursive: true, force: true });
+      return launchWeaviate(o, { http: await freePort(), grpc: await freePort(), gossip: await freeTcpUdpPort(), data: await freePort(), raft: await freePortPair() });
+    },
+    () => fresh,
+  );
 }
 
 async function launchWeaviate(o: WeaviateOptions, p: WeaviatePorts): Promise<WeaviateProcess> {

@@ -192,13 +192,10 @@ async function outcomeOf(deps: TranscriptDeps, transcriptId: string): Promise<Tr
  */
 export async function completeTranscript(deps: TranscriptDeps, transcriptId: string, retentionSeconds: number): Promise<TranscriptOutcome> {
   const t = await deps.db.transcript.findUnique({ where: { id: transcriptId }, include: { segments: { orderBy: { index: 'asc' } } } });
-  if (!t) {
-    await deps.storage.removePrefix(transcriptFiles.prefix(transcriptId));
-    return 'gone';
-  }
   // The audio goes before the row says `completed` (nothing from here on reads it, the segments'
   // text is in the rows): a client that sees a transcript finished never has its audio still kept.
   await deps.storage.removePrefix(transcriptFiles.prefix(transcriptId));
+  if (!t) return 'gone';
   if (t.status === 'processing') {
     const options = { fillerWords: t.fillerWords, formatText: t.formatText };
     const timed = t.segments.every((s) => s.words !== null);

@@ -60,7 +60,14 @@ function stopStaleTestServers(): void {
     }
     if (processAlive(owner.pid)) continue;
     // A server that ended long ago may have left its process id to another process since.
-    for (const pid of owner.servers) if (isOneOfOurServers(pid)) process.kill(pid, 'SIGTERM');
+    for (const pid of owner.servers) {
+      if (!isOneOfOurServers(pid)) continue;
+      try {
+        process.kill(pid, 'SIGTERM');
+      } catch {
+        /* gone since */
+      }
+    }
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }
