@@ -83,6 +83,8 @@ export async function measureLevels(file: string, options: DecodeOptions & { fra
   const wav = await readWavInfo(file).catch(() => null);
   if (wav && wav.channels === 1) {
     const meter = new LevelMeter(wav.sampleRate, options.frameSeconds);
+    // A header with no samples after it has no levels (and a read range ending before it starts).
+    if (wav.dataBytes === 0) return meter.levels();
     const stream = createReadStream(file, { start: wav.dataOffset, end: wav.dataOffset + wav.dataBytes - 1, highWaterMark: 1 << 20, signal: options.signal });
     for await (const chunk of stream) meter.push(chunk as Buffer);
     return meter.levels();

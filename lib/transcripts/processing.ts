@@ -117,6 +117,7 @@ export async function prepareTranscript(deps: TranscriptDeps, transcriptId: stri
       throw err;
     }
     const { durationSeconds } = await readWavInfo(wav);
+    if (durationSeconds === 0) throw new TranscriptInputError('the audio is empty: the file holds no sound (0 seconds)');
     if (durationSeconds > limit) throw new TranscriptInputError(`the audio is ${mmss(durationSeconds)} long; at most ${mmss(limit)} can be transcribed`);
     const target = Math.min(deps.config.transcription.segmentSeconds, engine.maxSegmentSeconds);
     const analysis = await findPauses(wav, { durationSeconds, signal });

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { newPartner } from '../support/fixtures.js';
 import { newQuotaKey } from '../messaging/support.js';
+import { wavFile } from '../../lib/audio/index.js';
 import { concatWithPauses, encodeAs, probe, silence, speak, startFileServer, wer } from '../support/audio.js';
 
 /**
@@ -109,6 +110,14 @@ describe('transcription: /v2/transcript with the local engine', function () {
     const res = await http('POST', '/v2/transcript', { key: partner.key, form: { audio: { name: 'quiet.wav', content: fs.readFileSync(await silence(3)) } } });
     const done = await finished(res.body.id);
     assert.deepEqual(done.body, { id: res.body.id, status: 'completed', text: '', audio_duration: 3 });
+  });
+
+  it('a recording with no sound at all (a WAV header alone) ends in error saying it is empty', async () => {
+    const headerOnly = wavFile({ sampleRate: 16000, channels: 1 }, Buffer.alloc(0));
+    const res = await http('POST', '/v2/transcript', { key: partner.key, form: { audio: { name: 'nothing.wav', content: headerOnly } } });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const done = await finished(res.body.id);
+    assert.deepEqual(done.body, { id: res.body.id, status: 'error', error: 'the audio is empty: the file holds no sound (0 seconds)' });
   });
 
   it('round trip: speech from /v2/audio/speech, transcribed back by /v2/transcript', async () => {

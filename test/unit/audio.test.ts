@@ -78,6 +78,14 @@ describe('lib/audio', function () {
     assert.equal(silent.silent, true);
   });
 
+  it('a WAV header with no samples after it has no levels and no pauses to find: silent, not an error', async () => {
+    const empty = path.join(dir, 'header-only.wav');
+    fs.writeFileSync(empty, wavFile({ sampleRate: 16000, channels: 1 }, Buffer.alloc(0)));
+    const a = await findPauses(empty, { durationSeconds: 0 });
+    assert.equal(a.levels.db.length, 0);
+    assert.equal(a.threshold.silent, true);
+  });
+
   it('encodes a PCM stream into a WAV whose header has the right sizes, and recognises containers by their first bytes', async () => {
     async function* pcm() {
       yield Buffer.alloc(16000 * 2, 1);

@@ -1,11 +1,12 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { wavFile } from '../../lib/audio/index.js';
 import { extractMedia } from '../../lib/digitization/extractors/media.js';
 import { UnreadableDocument } from '../../lib/digitization/extractors/types.js';
 import {
@@ -183,6 +184,12 @@ describe('media extractors', function () {
       await ffmpeg('-f', 'lavfi', '-i', 'anullsrc=r=16000:cl=mono', '-t', '2', file);
       const empty = fakeEngine('  ');
       await rejectsUnreadable(extractMedia(file, 'wav', { speech: empty, ocrLanguages: null }), /no speech was recognised/);
+    });
+
+    it('a recording with no samples (a WAV header alone) is unreadable, saying it is empty', async () => {
+      const file = path.join(dir, 'header-only.wav');
+      await writeFile(file, wavFile({ sampleRate: 16000, channels: 1 }, Buffer.alloc(0)));
+      await rejectsUnreadable(extractMedia(file, 'wav', { speech: local, ocrLanguages: null }), /the recording is empty/);
     });
 
     it('a corrupt media file is unreadable', async () => {

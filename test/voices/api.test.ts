@@ -4,6 +4,7 @@ import path from 'node:path';
 import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { newPartner, unique } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
+import { wavFile } from '../../lib/audio/index.js';
 import { createVoice, download, encodeAs, envelope, libraryPassage, locate, mmss, pcm16k, probe, probeBytes, recording, settled, speak, tempFile, unzip, voicePath } from './support.js';
 
 /**
@@ -407,6 +408,7 @@ describe('voices: recordings, samples, embeddings (local engines)', function () 
       await refused({ name: 'notes.wav', content: Buffer.from('just some text, not a recording\n') }, 400, /text file/);
       await refused({ name: 'cut.mp3', content: Buffer.concat([mp3.subarray(0, 10), Buffer.alloc(2000, 0x55)]) }, 400, /damaged|truncated|cannot be read|no audio/);
       await refused({ name: 'silent.mp4', content: fs.readFileSync(silentVideo) }, 400, /no audio stream/);
+      await refused({ name: 'nothing.wav', content: wavFile({ sampleRate: 16000, channels: 1 }, Buffer.alloc(0)) }, 400, /no readable duration/);
       await refused({ name: 'huge.wav', content: Buffer.concat([fs.readFileSync(original).subarray(0, 44), Buffer.alloc(maxUpload + 10)]) }, 413, /larger than the upload limit/);
       await eventually('the upload directory to be empty', async () => uploads().length === 0, 5_000);
     });

@@ -76,6 +76,7 @@ async function transcribeMedia(filePath: string, tmp: () => Promise<string>, spe
   }
   // Recordings longer than one engine call are cut in pauses; each piece is transcribed in turn.
   const { durationSeconds } = await readWavInfo(wav);
+  if (durationSeconds === 0) throw new UnreadableDocument('the recording is empty: the file holds no sound (0 seconds)');
   const pieces =
     durationSeconds > speech.maxSegmentSeconds
       ? planSegments({ durationSeconds, pauses: (await findPauses(wav, { durationSeconds })).pauses, targetSeconds: speech.maxSegmentSeconds * 0.8, maxSeconds: speech.maxSegmentSeconds })
