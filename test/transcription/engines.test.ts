@@ -135,5 +135,17 @@ describe('transcription engines', function () {
       assert.equal(failed.status, 'error');
       assert.match(failed.error, /refused the audio \(HTTP 400\).*Audio file might be corrupted/);
     });
+
+    it('a provider rate-limiting for over a minute (five 429s in a row) is waited out: the transcript completes', async () => {
+      const calls = () => upstream.callsTo('/v1/audio/transcriptions').length;
+      const before = calls();
+      upstream.respond(() => (calls() - before <= 5 ? { status: 429, json: { error: { message: 'Rate limit reached for requests', type: 'requests' } } } : { json: { text: 'Waited out.' } }));
+      const id = await submit(clip);
+      await eventually('the third 429', async () => calls() - before >= 3);
+      assert.equal((await http('GET', id, { key: partner.key })).body.status, 'processing');
+      const done = await result(id);
+      assert.deepEqual({ status: done.status, text: done.text }, { status: 'completed', text: 'Waited out.' });
+      assert.equal(calls() - before, 6);
+    });
   });
 });
