@@ -26,9 +26,16 @@ export interface QuotaHold {
  * more), never less than ⌈characters / 4⌉ (which alone would under-hold Chinese or Japanese).
  */
 const BYTE_BOUND_LIMIT = 4096;
+/**
+ * Past 1 MiB the count is not made: it would hold the event loop a second or two for adversarial
+ * text (lib/platform/tokens.ts) and could only lower a hold of more tokens than any model takes.
+ * The byte bound with the same 10 % and framing is held instead (`quickTokenBound`).
+ */
+const COUNT_LIMIT = 1 << 20;
 export function estimateTokens(text: string): number {
   const bytes = Buffer.byteLength(text, 'utf8');
   if (bytes <= BYTE_BOUND_LIMIT) return bytes;
+  if (bytes > COUNT_LIMIT) return quickTokenBound(text).tokens;
   return Math.max(Math.ceil(text.length / 4), Math.ceil(countTokens(text) * 1.1) + 16);
 }
 

@@ -102,6 +102,22 @@ describe('document pipeline, end to end through Temporal', function () {
     assert.equal(top.chunk_id, undefined, 'partner keys see no internal identifiers');
   });
 
+  it('a document that is one unbroken string (60,000 characters, no space) is embedded, its tokens counted', async () => {
+    const { partner, kb, folder } = await newKnowledgeBase(http);
+    const created = await http('POST', `/api/documents/${partner.name}/${kb}`, {
+      key: partner.key,
+      form: { type: 'file', folder, use_original_as_rewritten: 'true', file: { name: 'row.txt', content: 'x'.repeat(60_000) } },
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const done = await eventually('the document to be embedded', async () => {
+      const d = (await documentOf(partner.name, kb, created.body.id, partner.key)).body;
+      return d.embedding_status === 'success' ? d : null;
+    }, 120_000);
+    // o200k writes eight x as one token.
+    assert.equal(done.input_file_tokens, 7_500);
+    assert.equal(done.processing_error, null);
+  });
+
   it('search in one knowledge base never returns another knowledge base\'s chunks', async () => {
     const a = await newKnowledgeBase(http);
     const b = await newKnowledgeBase(http);

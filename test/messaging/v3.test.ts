@@ -65,6 +65,12 @@ describe('messaging v3: chat completions and responses through the openai client
       assert.equal(lastCall('/v1/chat/completions').headers.authorization, 'Bearer provider-secret', 'the provider gets our provider key, never the quota key');
     });
 
+    it('answers a message that is one unbroken string of 200,000 characters (its token bound is counted in linear time)', async () => {
+      const completion = await openai.chat.completions.create({ model: 'small-model', messages: [{ role: 'user', content: 'x'.repeat(200_000) }] });
+      assert.equal(completion.choices[0]!.message.content, 'Hello there, traveller.');
+      assert.equal(lastCall('/v1/chat/completions').body.messages[0].content.length, 200_000);
+    });
+
     it('takes optional fields sent as null as not given, as OpenAI does', async () => {
       const chat = await http('POST', '/v3/chat/completions', {
         key,

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { estimateTokens } from '../../lib/messaging/quota.js';
+import { estimateTokens, quickTokenBound } from '../../lib/messaging/quota.js';
 import { countTokens } from '../../lib/platform/tokens.js';
 
 describe('quota hold estimate', () => {
@@ -12,6 +12,13 @@ describe('quota hold estimate', () => {
       const english = 'Rivers carry sediment to the sea and deltas grow. '.repeat(repeat);
       assert.ok(estimateTokens(english) >= countTokens(english), `${repeat} × English`);
     }
+  });
+
+  it('past 1 MiB holds the byte bound without counting, still at least the tokenizer count', () => {
+    const english = 'Rivers carry sediment to the sea and deltas grow. '.repeat(22_000);
+    assert.ok(Buffer.byteLength(english) > 1 << 20);
+    assert.equal(estimateTokens(english), quickTokenBound(english).tokens);
+    assert.ok(estimateTokens(english) >= countTokens(english));
   });
 
   it('does not hold far more than the text can use once it is long', () => {
