@@ -9,7 +9,8 @@ import { chunkClassFor, type VectorIndex } from '../lib/providers/vector-index.j
 import type { EmbeddingProvider } from '../lib/providers/embeddings.js';
 import { moveQueueMarkers } from '../lib/knowledge/queue-markers.js';
 import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/knowledge/embedding-queue.js';
-import { chunkRecord, languageCounts, prepareDocument, type DocumentIdentity, type PreparedDocument } from '../lib/retrieval/indexing.js';
+import { chunkRecord, embeddedTextOf, languageCounts, prepareDocument, type DocumentIdentity, type PreparedDocument } from '../lib/retrieval/indexing.js';
+import { chunkText } from '../lib/retrieval/chunking.js';
 import { EmbeddingBatcher, EmbeddingCancelled } from '../lib/retrieval/embedding-batcher.js';
 import type { Logger } from '../lib/platform/logger.js';
 import { buildManifest } from '../lib/retrieval/toc.js';
@@ -19,6 +20,7 @@ import { settle, release } from '../lib/budget/ledger.js';
 import { queueVendorSyncAfterEmbedding } from '../lib/vendor-sync/vendor-sync.js';
 import type { AdmissionBound, DocumentRef } from '../lib/contracts/document-pipeline.js';
 import { loadLiveDocument, permanentFailure } from './live-document.js';
+import { heartbeating } from './heartbeating.js';
 
 export interface EmbeddingActivityDeps {
   db: Db;
@@ -60,8 +62,6 @@ export function createEmbeddingActivities({ db, storage, index, embedder, tempor
   /** Usage of a paid embedding so far, kept beside the document so a failed step can still settle it. */
   const usageFile = (documentId: string, operationKey: string) =>
     `${documentFiles.prefix(documentId)}/embedding-usage-${crypto.createHash('sha256').update(operationKey).digest('hex').slice(0, 24)}.json`;
-
-  const preparedOf = async (documentId: string) => prepareDocument(await storage.readText(documentFiles.rewritten(documentId)));
 
   /** The step has started: the document shows in_progress and the KB its latest run (one statement). */
   async function markStarted(documentId: string, previousStatus: string | null, knowledgeBaseId: string) {
@@ -185,8 +185,9 @@ export function createEmbeddingActivities({ db, storage, index, embedder, tempor
       const doc = await loadDocument(documentId);
       if (!embedder.paid) return null;
       if (!doc.fileRewritten) throw permanentFailure('the document has no final rewritten content to embed');
-      const { embeddedText } = await preparedOf(documentId);
-      return { knowledgeBaseId: doc.knowledgeBaseId, bound: embeddingBatchBound(embeddedText, embedder) };
+      // Chunks alone: their languages are not needed for the bound (this runs as a short local activity).
+      const chunks = chunkText(await storage.readText(documentFiles.rewritten(documentId)));
+      return { knowledgeBaseId: doc.knowledgeBaseId, bound: embeddingBatchBound(chunks.map(embeddedTextOf), embedder) };
     },
 
     /** After a failed paid embedding: settles what the provider reported so far, or releases the hold. */
@@ -217,7 +218,9 @@ export function createEmbeddingActivities({ db, storage, index, embedder, tempor
       if (embedder.paid && !operationKey) throw new Error('a paid embedding runs only under an admitted operation');
       const resumed = Context.current().info.heartbeatDetails as EmbedProgress | undefined;
       await markStarted(documentId, doc.embeddingStatus, doc.knowledgeBaseId);
-      const prepared = await preparedOf(documentId);
+      // Language detection takes seconds for a large document (~20 s for 30 MB here): heartbeats
+      // go on meanwhile, carrying the progress a retry resumes from.
+      const prepared = await heartbeating(async () => prepareDocument(await storage.readText(documentFiles.rewritten(documentId))), 2000, resumed);
       if (batcher) await embedBatched(doc, prepared, resumed);
       else await embedPerDocument(doc, prepared, resumed, operationKey);
       await markEmbedded(doc, prepared, await profileOnce());

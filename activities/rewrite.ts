@@ -9,12 +9,14 @@ import { LlmCallFailed, classifyLlmError, type ChatCallResult, type ChatModel } 
 import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/knowledge/embedding-queue.js';
 import { moveQueueMarkers } from '../lib/knowledge/queue-markers.js';
 import { countCharacters } from '../lib/platform/text.js';
+import { EventLoopTurns } from '../lib/platform/turns.js';
 import { localPromptTokens, partMessages, renderPrompt, splitIntoParts, type RewritePart } from '../lib/rewrite/parts.js';
 import { callBound, costUsd, rewriteTotals, type RewritePass } from '../lib/rewrite/usage.js';
 import { validatePartOutput } from '../lib/rewrite/output-validation.js';
 import { resolveContentType } from '../lib/rewrite/content-types.js';
 import type { RewriteCallOutcome, RewritePlan, RewriteRequest } from '../lib/contracts/document-pipeline.js';
 import { loadLiveDocument, permanentFailure } from './live-document.js';
+import { heartbeating } from './heartbeating.js';
 
 export interface RewriteActivityDeps {
   db: Db;
@@ -80,48 +82,54 @@ export function createRewriteActivities({ db, storage, config, chatModel }: Rewr
      * prompts. The document's rewrite statistics start over (they describe the latest attempt).
      */
     async planRewrite({ documentId, attemptId, contentType, personName }: { documentId: string; attemptId: string } & RewriteRequest): Promise<RewritePlan> {
-      const doc = await loadDocument(documentId);
-      if (!chatModel) {
-        throw permanentFailure('rewriting needs an OpenAI-compatible model API: set OPENAI_BASE_URL (and OPENAI_API_KEY), then send the retry signal');
-      }
-      if (!doc.fileDigitized) throw permanentFailure('the document has no digitized content to rewrite');
-      const resolved = resolveContentType(contentType, doc);
-      const models = [config.rewrite.models[doc.modelTier === 'economy' ? 'economy' : 'standard']];
-      if (config.rewrite.fallbackModel && config.rewrite.fallbackModel !== models[0]) models.push(config.rewrite.fallbackModel);
+      // Splitting and counting a large text takes seconds: heartbeats go on meanwhile.
+      return heartbeating(async () => {
+        const doc = await loadDocument(documentId);
+        if (!chatModel) {
+          throw permanentFailure('rewriting needs an OpenAI-compatible model API: set OPENAI_BASE_URL (and OPENAI_API_KEY), then send the retry signal');
+        }
+        if (!doc.fileDigitized) throw permanentFailure('the document has no digitized content to rewrite');
+        const resolved = resolveContentType(contentType, doc);
+        const models = [config.rewrite.models[doc.modelTier === 'economy' ? 'economy' : 'standard']];
+        if (config.rewrite.fallbackModel && config.rewrite.fallbackModel !== models[0]) models.push(config.rewrite.fallbackModel);
 
-      let plan: StoredPlan;
-      if (await storage.exists(files.plan(documentId, attemptId))) {
-        plan = await readPlan(documentId, attemptId);
-      } else {
-        const template = await db.rewritePrompt.findUnique({ where: { contentType: resolved } });
-        if (!template) throw permanentFailure(`no rewrite prompt is configured for content type ${resolved}`);
-        const text = await storage.readText(documentFiles.digitized(documentId));
-        const parts = splitIntoParts(text, config.rewrite.partTokens, config.rewrite.overlapTokens);
-        if (parts.length === 0) throw permanentFailure('the digitized content is empty');
-        plan = {
-          systemPrompt: renderPrompt(template.prompt, personName || doc.expertName || doc.knowledgeBase.expertName),
-          parts,
-          maxOutputTokens: config.rewrite.maxOutputTokens,
-          models,
-        };
-        await storage.write(files.plan(documentId, attemptId), JSON.stringify(plan));
-      }
-      await db.$transaction([
-        db.document.update({
-          where: { id: documentId },
-          data: { processingError: null, rewriteInputTokensPasses: [], rewriteInputTokensTotal: null, rewriteOutputTokens: null, rewriteCostUsd: null, inputFileTokens: null },
-        }),
-        moveQueueMarkers(db, documentId, { add: ['rewrite'] }),
-      ]);
+        let plan: StoredPlan;
+        if (await storage.exists(files.plan(documentId, attemptId))) {
+          plan = await readPlan(documentId, attemptId);
+        } else {
+          const template = await db.rewritePrompt.findUnique({ where: { contentType: resolved } });
+          if (!template) throw permanentFailure(`no rewrite prompt is configured for content type ${resolved}`);
+          const text = await storage.readText(documentFiles.digitized(documentId));
+          const parts = await splitIntoParts(text, config.rewrite.partTokens, config.rewrite.overlapTokens);
+          if (parts.length === 0) throw permanentFailure('the digitized content is empty');
+          plan = {
+            systemPrompt: renderPrompt(template.prompt, personName || doc.expertName || doc.knowledgeBase.expertName),
+            parts,
+            maxOutputTokens: config.rewrite.maxOutputTokens,
+            models,
+          };
+          await storage.write(files.plan(documentId, attemptId), JSON.stringify(plan));
+        }
+        await db.$transaction([
+          db.document.update({
+            where: { id: documentId },
+            data: { processingError: null, rewriteInputTokensPasses: [], rewriteInputTokensTotal: null, rewriteOutputTokens: null, rewriteCostUsd: null, inputFileTokens: null },
+          }),
+          moveQueueMarkers(db, documentId, { add: ['rewrite'] }),
+        ]);
 
-      const bounds: RewritePlan['bounds'] = {};
-      for (const model of plan.models) {
-        bounds[model] = plan.parts.map((part, i) => {
-          const { messages } = partMessages(plan.systemPrompt, part, i, plan.parts.length);
-          return callBound(localPromptTokens(messages), plan.maxOutputTokens, config.modelPrices[model]);
-        });
-      }
-      return { knowledgeBaseId: doc.knowledgeBaseId, contentType: resolved, partCount: plan.parts.length, models: plan.models, bounds };
+        const bounds: RewritePlan['bounds'] = {};
+        const turns = new EventLoopTurns();
+        for (const model of plan.models) {
+          bounds[model] = [];
+          for (const [i, part] of plan.parts.entries()) {
+            const { messages } = partMessages(plan.systemPrompt, part, i, plan.parts.length);
+            bounds[model].push(callBound(localPromptTokens(messages), plan.maxOutputTokens, config.modelPrices[model]));
+            await turns.give();
+          }
+        }
+        return { knowledgeBaseId: doc.knowledgeBaseId, contentType: resolved, partCount: plan.parts.length, models: plan.models, bounds };
+      });
     },
 
     /**

@@ -213,7 +213,7 @@ async function inProcess(corpus: Array<{ name: string; text: string }>, threads:
     fs.writeFileSync(file, d.text);
     const { text } = await extractFile(file, 'md', { ocrLanguages: null, pdfOcr: { maxPages: 1, concurrency: 1, dpi: 300 }, libreOfficeTimeoutMs: 1000, limits: config.limits.extraction } as Parameters<typeof extractFile>[2]);
     extractMs += performance.now() - t;
-    prepared.push({ id: crypto.randomUUID(), name: d.name, doc: prepareDocument(text) });
+    prepared.push({ id: crypto.randomUUID(), name: d.name, doc: await prepareDocument(text) });
   }
   const all = prepared.flatMap((p) => p.doc.chunks.map((_, i) => ({ p, i })));
   const batches: Array<typeof all> = [];

@@ -69,6 +69,16 @@ const heavy = proxyActivities<Activities>({
   retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '2 minutes', maximumAttempts: 8, nonRetryableErrorTypes: [pipelineFailure.permanent, pipelineFailure.documentGone] },
 });
 
+/**
+ * Planning a rewrite: splitting and counting the text of a large document takes a while (about a
+ * second a megabyte here); a lost worker is noticed by the missing heartbeat.
+ */
+const planning = proxyActivities<Activities>({
+  startToCloseTimeout: '30 minutes',
+  heartbeatTimeout: '20 seconds',
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
+});
+
 /** Model calls: one attempt may take long; a lost worker is noticed by the missing heartbeat. */
 const llm = proxyActivities<Activities>({
   startToCloseTimeout: '2 hours',
@@ -317,7 +327,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
   async function rewrite() {
     if (!rewriteState) {
       const attemptId = `${workflowInfo().runId}-${++rewriteAttempts}`;
-      const plan = await quick.planRewrite({ ...ref, attemptId, contentType: input.rewrite?.contentType ?? 'auto', personName: input.rewrite?.personName ?? null });
+      const plan = await planning.planRewrite({ ...ref, attemptId, contentType: input.rewrite?.contentType ?? 'auto', personName: input.rewrite?.personName ?? null });
       rewriteState = { attemptId, plan, part: 0, modelIndex: 0 };
     }
     // A continued run resumes at the call it had not made yet: parts already rewritten are kept.

@@ -42,7 +42,7 @@ export async function indexPart(deps: { index: VectorIndex; embedder: EmbeddingP
     const doc = part.documents[d]!;
     const documentId = uuidFrom(`eval-doc:${label}:${doc.id}`);
     documentIds.set(documentId, doc.id);
-    const prepared = prepareDocument(doc.text);
+    const prepared = await prepareDocument(doc.text);
     for (const l of Object.keys(languageCounts(prepared))) languages.add(l);
     const vectors = await deps.embedder.embed(prepared.embeddedText);
     const identity = { partnerId: 'retrieval-eval', knowledgeBaseId, documentId, documentName: doc.name, embeddingProfile: deps.embedder.profile.name };

@@ -2,7 +2,7 @@ import type { Db } from '../platform/db.js';
 import type { FileStorage } from '../platform/storage.js';
 import { documentFiles } from '../platform/storage.js';
 import { countCharacters } from '../platform/text.js';
-import { countTokens } from '../platform/tokens.js';
+import { countTokensInTurns } from '../platform/tokens.js';
 import { queueOfStep, type DocumentPipelineInput } from '../contracts/document-pipeline.js';
 import { refreshKnowledgeBaseEmbeddingStatus } from './embedding-queue.js';
 import { moveQueueMarkers } from './queue-markers.js';
@@ -31,10 +31,11 @@ export async function finalizeOriginalAsRewritten(db: Db, storage: FileStorage, 
   const text = await storage.readText(documentFiles.digitized(doc.id));
   await storage.write(documentFiles.rewritten(doc.id), text);
   const charCount = countCharacters(text);
+  const inputFileTokens = await countTokensInTurns(text);
   await db.$transaction([
     db.document.update({
       where: { id: doc.id },
-      data: { fileRewritten: 'rewritten.md', finalRewriteCharCount: charCount, inputFileTokens: countTokens(text), embeddingStatus: 'pending', embeddingError: null },
+      data: { fileRewritten: 'rewritten.md', finalRewriteCharCount: charCount, inputFileTokens, embeddingStatus: 'pending', embeddingError: null },
       select: { id: true },
     }),
     moveQueueMarkers(db, doc.id, { remove: ['digitize'], add: ['embedding'] }),

@@ -1,5 +1,6 @@
 import { Tiktoken } from 'js-tiktoken/lite';
 import o200k from 'js-tiktoken/ranks/o200k_base';
+import { EventLoopTurns } from './turns.js';
 
 /**
  * Token counts with the o200k_base encoding (GPT-4o, GPT-4.1, GPT-5 families). Used for admission
@@ -16,36 +17,69 @@ const tokenizer = () => (encoder ??= new Tiktoken(o200k));
  * request's admission, a worker's pipeline step) for days. A run longer than LONG_RUN characters
  * is encoded RUN_PIECE characters at a time instead: linear, at worst ~1.5 µs a character here
  * (`x`, base64). The tokens still decode to the text; their count differs from the whole run's
- * only on such runs (same for `x`, +1.6 % for base64), and ordinary text is encoded in one call,
- * exactly as before.
+ * only on such runs (same for `x`, +1.6 % for base64); ordinary text is counted exactly.
  */
 const LONG_RUN = 64;
 const RUN_PIECE = 16;
 const longRuns = new RegExp(`\\S{${LONG_RUN + 1},}|\\s{${LONG_RUN + 1},}`, 'gu');
 
-function encode(text: string): number[] {
-  const enc = tokenizer();
-  const runs = [...text.matchAll(longRuns)];
-  if (runs.length === 0) return enc.encode(text);
-  const tokens: number[] = [];
-  const add = (part: string) => {
-    for (const t of enc.encode(part)) tokens.push(t);
-  };
+/**
+ * Ordinary text is handed to the encoder in pieces of about PIECE_CHARS, so that counting a long
+ * text can give the event loop turns in between. Each cut is where the encoder's pre-tokenizer
+ * always cuts (after a line end, before a letter or digit; after a letter, before a space): no
+ * pre-tokenized piece spans it, so the pieces' counts add up exactly to the whole text's.
+ */
+const PIECE_CHARS = 8192;
+const safeCut = /\n(?=[\p{L}\p{N}])|(?<=\p{L}) /gu;
+
+function* ordinaryPieces(text: string): Generator<string> {
   let at = 0;
-  for (const run of runs) {
-    if (run.index > at) add(text.slice(at, run.index));
+  while (text.length - at > PIECE_CHARS) {
+    safeCut.lastIndex = at + PIECE_CHARS;
+    const cut = safeCut.exec(text);
+    if (!cut) break;
+    const end = cut[0] === '\n' ? cut.index + 1 : cut.index;
+    yield text.slice(at, end);
+    at = end;
+  }
+  if (at < text.length) yield text.slice(at);
+}
+
+/** The pieces of `text` the encoder takes one call each: ordinary text, and long runs cut short. */
+function* pieces(text: string): Generator<string> {
+  let at = 0;
+  for (const run of text.matchAll(longRuns)) {
+    if (run.index > at) yield* ordinaryPieces(text.slice(at, run.index));
     const end = run.index + run[0].length;
     for (let i = run.index; i < end; ) {
       let cut = Math.min(end, i + RUN_PIECE);
       // Never between the two halves of a surrogate pair.
       const before = text.charCodeAt(cut - 1);
       if (cut < end && before >= 0xd800 && before <= 0xdbff) cut++;
-      add(text.slice(i, cut));
+      yield text.slice(i, cut);
       i = cut;
     }
     at = end;
   }
-  if (at < text.length) add(text.slice(at));
+  if (at < text.length) yield* ordinaryPieces(text.slice(at));
+}
+
+function encode(text: string): number[] {
+  const enc = tokenizer();
+  const tokens: number[] = [];
+  for (const piece of pieces(text)) for (const t of enc.encode(piece)) tokens.push(t);
+  return tokens;
+}
+
+/** The tokens of `text` as encode() gives them, with event loop turns for a long text. */
+async function encodeInTurns(text: string): Promise<number[]> {
+  const enc = tokenizer();
+  const turns = new EventLoopTurns();
+  const tokens: number[] = [];
+  for (const piece of pieces(text)) {
+    for (const t of enc.encode(piece)) tokens.push(t);
+    await turns.give();
+  }
   return tokens;
 }
 
@@ -53,16 +87,38 @@ export function countTokens(text: string): number {
   return text ? encode(text).length : 0;
 }
 
-/** The first `n` tokens of `text` and the rest, split on a token boundary. */
-export function splitAtToken(text: string, n: number): [string, string] {
-  const tokens = encode(text);
-  if (tokens.length <= n) return [text, ''];
-  // A cut inside a multi-byte character decodes to a replacement character: cut a token earlier.
-  for (let cut = n; cut > 0; cut--) {
-    const head = tokenizer().decode(tokens.slice(0, cut));
-    if (text.startsWith(head)) return [head, text.slice(head.length)];
+/** countTokens for a text that may be long (a whole document): gives the event loop turns. */
+export async function countTokensInTurns(text: string): Promise<number> {
+  return text ? (await encodeInTurns(text)).length : 0;
+}
+
+/**
+ * `text` cut on token boundaries into pieces of at most `n` tokens each, in order; the pieces
+ * join back to the text. Encoded once, so the work is linear in the text.
+ */
+export async function tokenPieces(text: string, n: number): Promise<string[]> {
+  const tokens = await encodeInTurns(text);
+  const turns = new EventLoopTurns();
+  const out: string[] = [];
+  let offset = 0;
+  /** What tokens [start, cut) decode to, if that is the text at `offset` (not so when cut inside a multi-byte character). */
+  const pieceAt = (start: number, cut: number) => {
+    const piece = tokenizer().decode(tokens.slice(start, cut));
+    return text.startsWith(piece, offset) ? piece : null;
+  };
+  for (let start = 0; start < tokens.length; await turns.give()) {
+    let cut = Math.min(tokens.length, start + Math.max(1, n));
+    let piece = pieceAt(start, cut);
+    // Earlier, until the piece is whole characters and within n tokens counted alone (a piece of
+    // a long run may count a few more alone); later, should one token hold part of a character.
+    while (cut > start + 1 && (piece === null || countTokens(piece) > n)) piece = pieceAt(start, --cut);
+    while (piece === null && cut < tokens.length) piece = pieceAt(start, ++cut);
+    piece ??= text.slice(offset);
+    out.push(piece);
+    offset += piece.length;
+    start = cut;
   }
-  return [text, ''];
+  return out;
 }
 
 /** The last `n` tokens of `text`. */

@@ -4,7 +4,7 @@ import { chunkRecord, prepareDocument, type DocumentIdentity } from '../../lib/r
 
 /** Chunks, embeds and writes one document's text as the embed step would (no workflow, no database row). */
 export async function indexText(services: Services, identity: Omit<DocumentIdentity, 'embeddingProfile'>, text: string): Promise<void> {
-  const prepared = prepareDocument(text);
+  const prepared = await prepareDocument(text);
   const vectors = await services.embedder.embed(prepared.embeddedText);
   const document = { ...identity, embeddingProfile: services.embedder.profile.name };
   await services.index.upsertChunks(chunkClassFor(services.embedder.profile.name), prepared.chunks.map((_, i) => chunkRecord(document, prepared, i, vectors[i]!)));

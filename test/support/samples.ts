@@ -104,3 +104,32 @@ export async function legacyOfficeFile(kind: 'doc' | 'xls' | 'ppt', content: str
   await run('soffice', [`-env:UserInstallation=${profile}`, '--headless', '--norestore', '--convert-to', kind, '--outdir', work, source.name], work);
   return path.join(work, `source.${kind}`);
 }
+
+/**
+ * Deterministic prose of at least `chars` characters: paragraphs in several scripts with headings,
+ * numbers, code, quotes, contractions, lists and indentation (what a large uploaded document holds).
+ */
+export function longProse(chars: number): string {
+  const sentences = [
+    'Rivers carry sediment to the sea, and deltas grow where the current slows.',
+    "It's the farmers' oldest rule: don't plant before the floods have passed!",
+    '"Why," she asked, "would anyone measure 1,250 metres twice?"',
+    'Der Fluss trägt Schlamm ins Meer; die Ärzte überprüfen 42 Proben.',
+    'El río lleva sedimentos al mar, y los deltas crecen cada año.',
+    '河流把泥沙带到海里，三角洲每年都在增长。',
+    'Реки несут осадки в море, и дельты растут.',
+    'Run `npm install` then /usr/bin/env node script.js -- see https://example.com/a?b=1.',
+    '...and then, after 3.5 hours, the gauge read 12.75 m (a record).',
+    'Ünïcödé letters, emoji 😀 and symbols (±5 %) all appear here.',
+  ];
+  const out: string[] = [];
+  let length = 0;
+  for (let i = 0; length < chars; i++) {
+    const picked = Array.from({ length: 3 + (i % 5) }, (_, k) => sentences[(i * 7 + k * 3) % sentences.length]!);
+    const paragraph =
+      i % 11 === 0 ? `## Section ${i / 11 + 1}` : i % 7 === 0 ? picked.map((s) => `- ${s}`).join('\n') : i % 13 === 0 ? `    ${picked.join('\n    ')}` : picked.join(i % 2 ? ' ' : '\n');
+    out.push(paragraph);
+    length += paragraph.length + 2;
+  }
+  return out.join('\n\n');
+}

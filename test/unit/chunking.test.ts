@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
 import { chunkText } from '../../lib/retrieval/chunking.js';
+import { prepareDocument } from '../../lib/retrieval/indexing.js';
+import { timerTicksDuring } from '../support/event-loop.js';
+import { longProse } from '../support/samples.js';
 
 describe('chunking of final rewritten content', () => {
   it('starts a new chunk at each heading and remembers the heading', () => {
@@ -45,5 +48,15 @@ describe('chunking of final rewritten content', () => {
 
   it('returns nothing for blank content', () => {
     assert.deepEqual(chunkText('  \n\n \n'), []);
+  });
+
+  it('prepares a long document for the index (chunks, their languages) in turns that leave the event loop free', async function () {
+    this.timeout(60_000);
+    const text = longProse(400_000);
+    const { result: prepared, ticks } = await timerTicksDuring(() => prepareDocument(text));
+    assert.ok(ticks >= 3, `a 10 ms timer fired ${ticks} times while ${prepared.chunks.length} chunks were prepared`);
+    assert.deepEqual(prepared.chunks, chunkText(text));
+    assert.equal(prepared.languages.length, prepared.chunks.length);
+    assert.ok(prepared.languages.includes('eng'), prepared.languages.slice(0, 20).join(' '));
   });
 });

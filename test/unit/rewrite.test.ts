@@ -4,6 +4,8 @@ import { callBound, costUsd, rewriteTotals, type RewritePass } from '../../lib/r
 import { validatePartOutput } from '../../lib/rewrite/output-validation.js';
 import { resolveContentType } from '../../lib/rewrite/content-types.js';
 import { countTokens } from '../../lib/platform/tokens.js';
+import { timerTicksDuring } from '../support/event-loop.js';
+import { longProse } from '../support/samples.js';
 
 const paragraph = (i: number) => `Paragraph ${i} explains step ${i} of the method in some detail, with a number ${i * 7} and a name, Ada ${i}.`;
 
@@ -24,17 +26,17 @@ describe('rewrite planning', () => {
     assert.equal(renderPrompt('Write as {person_name}.', '  '), 'Write as the author.');
   });
 
-  it('keeps a short input whole and sends it as the user message', () => {
-    const parts = splitIntoParts('Short text.\n\nTwo paragraphs.', 300, 30);
+  it('keeps a short input whole and sends it as the user message', async () => {
+    const parts = await splitIntoParts('Short text.\n\nTwo paragraphs.', 300, 30);
     assert.deepEqual(parts, [{ text: 'Short text.\n\nTwo paragraphs.', context: '' }]);
     const { messages, overheadMessages } = partMessages('SYSTEM', parts[0]!, 0, 1);
     assert.deepEqual(messages, [{ role: 'system', content: 'SYSTEM' }, { role: 'user', content: 'Short text.\n\nTwo paragraphs.' }]);
     assert.equal(overheadMessages[1]!.content, '', 'without the source only the prompt is overhead');
   });
 
-  it('splits a long input on paragraph boundaries into parts within the token budget, each later part with the previous part\'s end as context', () => {
+  it('splits a long input on paragraph boundaries into parts within the token budget, each later part with the previous part\'s end as context', async () => {
     const text = Array.from({ length: 60 }, (_, i) => paragraph(i)).join('\n\n');
-    const parts = splitIntoParts(text, 200, 30);
+    const parts = await splitIntoParts(text, 200, 30);
     assert.ok(parts.length >= 5, `${parts.length} parts`);
     for (const p of parts) assert.ok(countTokens(p.text) <= 200, `part of ${countTokens(p.text)} tokens`);
     assert.equal(parts.map((p) => p.text).join('\n\n'), text, 'the parts are the source, in order, nothing lost or repeated');
@@ -47,15 +49,27 @@ describe('rewrite planning', () => {
     assert.ok(messages[1]!.content.includes(`<context>\n${parts[1]!.context}\n</context>`));
   });
 
-  it('splits a single paragraph longer than a part by sentences, and an endless sentence by tokens', () => {
-    const long = Array.from({ length: 80 }, (_, i) => `Sentence ${i} is here.`).join(' ');
-    const parts = splitIntoParts(long, 100, 10);
+  it('splits a single paragraph longer than a part by sentences, and an endless sentence by tokens, leaving nothing out', async () => {
+    const long = `...and so it began! ${Array.from({ length: 80 }, (_, i) => `Sentence ${i} is here?! Yes.`).join(' ')} .. the end`;
+    const parts = await splitIntoParts(long, 100, 10);
     assert.ok(parts.length > 1);
     for (const p of parts) assert.ok(countTokens(p.text) <= 100);
+    assert.equal(parts.map((p) => p.text).join(''), long, 'the sentences of a paragraph, in order, leading and trailing dots included');
     const endless = 'word '.repeat(1000);
-    const pieces = splitIntoParts(endless, 100, 10);
+    const pieces = await splitIntoParts(endless, 100, 10);
     for (const p of pieces) assert.ok(countTokens(p.text) <= 100);
-    assert.equal(pieces.map((p) => p.text).join('').replace(/\s+/g, ' ').trim(), endless.trim());
+    assert.equal(pieces.map((p) => p.text).join(''), endless);
+  });
+
+  it('splits a long document of every kind of paragraph into parts within the budget, in turns that leave the event loop free', async function () {
+    this.timeout(120_000);
+    const text = `${longProse(1_000_000)}\n\n${'x'.repeat(50_000)} ${'word '.repeat(20_000)}`;
+    const { result: parts, ticks } = await timerTicksDuring(() => splitIntoParts(text, 6000, 200));
+    assert.ok(ticks >= 3, `a 10 ms timer fired ${ticks} times while 1 MB was split`);
+    assert.ok(parts.length >= 40, `${parts.length} parts`);
+    for (const p of parts) assert.ok(countTokens(p.text) <= 6000, `a part of ${countTokens(p.text)} tokens`);
+    const visible = (s: string) => s.replace(/\s+/g, '');
+    assert.ok(visible(parts.map((p) => p.text).join('')) === visible(text), 'every character but whitespace, in order, once');
   });
 });
 
