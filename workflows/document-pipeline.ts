@@ -42,8 +42,9 @@ import { searchAttributes } from '../lib/contracts/search-attributes.js';
  * waiting run that a new processing request replaces.
  *
  * History bound: a run continues as new at its next waiting point (a budget re-check, a retry, a
- * pause) once its history reaches `historyEventsLimit` events, carrying what it has done
- * (PipelineCarry), so a document can wait blocked or failed for months. Versioning: change this
+ * pause) or between two model calls of a rewrite once its history reaches `historyEventsLimit`
+ * events, carrying what it has done (PipelineCarry), so a document can wait blocked or failed for
+ * months and a rewrite may have any number of parts. Versioning: change this
  * code only behind `patched()` (README, "Workflow versioning"); test/workflows/replay.test.ts
  * replays recorded histories of every kind of run against it.
  */
@@ -306,6 +307,9 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
   async function callModel(plan: RewritePlan, attemptId: string, part: number, model: string, fallback: boolean): Promise<RewriteCallOutcome> {
     let tries = 0;
     for (;;) {
+      // Between calls a long rewrite (thousands of parts, or days of 429s on one) continues as new,
+      // its place carried in `rewriteState`: its history never reaches Temporal's hard limit.
+      if (historyIsLong() && patched('rewrite-continues-as-new')) throw new ContinueAsNewNeeded();
       const key = await admit('rewrite', 'rewrite', async () => ({ knowledgeBaseId: plan.knowledgeBaseId, bound: plan.bounds[model]![part]! }));
       const result = await llm.callRewriteModel({ ...ref, attemptId, part, model, fallback, operationKey: key });
       if (result.outcome === 'accepted' || result.outcome === 'rejected' || result.outcome === 'permanent') return result;

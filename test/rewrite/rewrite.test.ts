@@ -204,6 +204,27 @@ describe('LLM rewriting', function () {
     }
   });
 
+  it('a rewrite of hundreds of parts continues as new along the way and rewrites every part once, in order', async () => {
+    const k = await newKnowledgeBase(http);
+    const marker = unique('many');
+    // One paragraph a part (REWRITE_PART_TOKENS 300): more calls than one run's history holds.
+    const paragraphs = Array.from({ length: 320 }, (_, i) => `${marker} paragraph ${i}: ${'the river delta grows because the current slows and drops its load of sand and silt. '.repeat(12)}`);
+    const id = await upload(k, paragraphs.join('\n\n'));
+    const doc = await embedded(k, id);
+    const calls = callsFor(marker);
+    assert.equal(calls.length, paragraphs.length, 'one call a part, none repeated');
+    assert.equal(doc.rewrite_input_tokens_passes.length, paragraphs.length);
+    const progress = await api.deps.temporal.workflow.getHandle(`document-${id}`).result();
+    assert.ok(progress.generation >= 2, `the pipeline ran in ${progress.generation} run(s)`);
+    const final: string = (await content(k, id, 'rewritten')).content;
+    let at = -1;
+    for (let i = 0; i < paragraphs.length; i++) {
+      const next = final.indexOf(`${marker} paragraph ${i}:`);
+      assert.ok(next > at, `paragraph ${i} is in the final content, in order`);
+      at = next;
+    }
+  });
+
   it('a storm of 429s delays the rewrite but does not fail it, and rate-limited calls use no budget', async () => {
     const k = await newKnowledgeBase(http);
     await http('PATCH', `/api/knowledgebases/${k.partner.name}/${k.kb}/limits`, { key: k.partner.key, json: { token_limit: 1_000_000 } });

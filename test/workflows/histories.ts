@@ -30,7 +30,8 @@ function payloadText(value: unknown): string {
 
 /**
  * The path a run took, from its history: how it ended, and for document pipelines whether it was
- * budget-blocked, retried after a failed step, or replaced by a new request. Null: not worth keeping
+ * budget-blocked, retried after a failed step, replaced by a new request, or continued as new
+ * between two model calls of a rewrite. Null: not worth keeping
  * (terminated by hand, timed out).
  */
 export function pathOf(type: string, events: HistoryEvent[]): string | null {
@@ -47,6 +48,7 @@ export function pathOf(type: string, events: HistoryEvent[]): string | null {
             ? null
             : 'running';
   if (ended === null || type !== 'documentPipeline') return ended;
+  if (ended === 'continued-as-new' && events.some((e) => e.markerRecordedEventAttributes && payloadText(e).includes('rewrite-continues-as-new'))) return 'continued-as-new-mid-rewrite';
   if (ended !== 'completed') return ended === 'running' ? null : ended;
   if (last && payloadText(last).includes('superseded')) return 'superseded';
   if (events.some((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'requeueStep')) return 'failed-and-retried';
