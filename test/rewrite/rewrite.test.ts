@@ -129,6 +129,16 @@ describe('LLM rewriting', function () {
     if (d.processing_error && !d.processing_error.startsWith('BUDGET_BLOCKED')) throw new Error(d.processing_error);
     return d.embedding_status === 'success' ? d : null;
   }, 120_000);
+  /** The final content holds `${marker} paragraph <i>:` for every i, in order. */
+  const assertParagraphsInOrder = async (k: Kb, id: string, marker: string, count: number) => {
+    const final: string = (await content(k, id, 'rewritten')).content;
+    let at = -1;
+    for (let i = 0; i < count; i++) {
+      const next = final.indexOf(`${marker} paragraph ${i}:`);
+      assert.ok(next > at, `paragraph ${i} is in the final content, in order`);
+      at = next;
+    }
+  };
   const callsFor = (marker: string) => upstream.callsTo(PASSES_CHAT).filter((c) => JSON.stringify(c.body).includes(marker));
 
   it('rewrites an uploaded document with auto_rewrite, records the provider-reported usage exactly, and embeds the final content', async () => {
@@ -195,13 +205,7 @@ describe('LLM rewriting', function () {
     const reported = calls.map((c) => fakeTokenCount(c.body.messages.map((m: { content: string }) => m.content).join('\n')));
     assert.equal(doc.rewrite_input_tokens_total, reported.reduce((a, b) => a + b, 0));
     assert.equal(doc.input_file_tokens, passes.reduce((a: number, p: { source_input_tokens: number }) => a + p.source_input_tokens, 0));
-    const final: string = (await content(k, id, 'rewritten')).content;
-    let at = -1;
-    for (let i = 0; i < paragraphs.length; i++) {
-      const next = final.indexOf(`${marker} paragraph ${i}:`);
-      assert.ok(next > at, `paragraph ${i} is in the final content, in order`);
-      at = next;
-    }
+    await assertParagraphsInOrder(k, id, marker, paragraphs.length);
   });
 
   it('a rewrite of hundreds of parts continues as new along the way and rewrites every part once, in order', async () => {
@@ -216,13 +220,7 @@ describe('LLM rewriting', function () {
     assert.equal(doc.rewrite_input_tokens_passes.length, paragraphs.length);
     const progress = await api.deps.temporal.workflow.getHandle(`document-${id}`).result();
     assert.ok(progress.generation >= 2, `the pipeline ran in ${progress.generation} run(s)`);
-    const final: string = (await content(k, id, 'rewritten')).content;
-    let at = -1;
-    for (let i = 0; i < paragraphs.length; i++) {
-      const next = final.indexOf(`${marker} paragraph ${i}:`);
-      assert.ok(next > at, `paragraph ${i} is in the final content, in order`);
-      at = next;
-    }
+    await assertParagraphsInOrder(k, id, marker, paragraphs.length);
   });
 
   it('a storm of 429s delays the rewrite but does not fail it, and rate-limited calls use no budget', async () => {
