@@ -33,6 +33,7 @@ import {
 } from '../lib/contracts/document-pipeline.js';
 import type { Category } from '../lib/contracts/budget-admission.js';
 import { searchAttributes } from '../lib/contracts/search-attributes.js';
+import { activityFailureMessage } from '../lib/contracts/activity-failure.js';
 
 /**
  * One execution per processing request of one document (contract: lib/contracts/document-pipeline.ts).
@@ -111,11 +112,7 @@ const historyIsLong = () => {
   return info.continueAsNewSuggested || info.historyLength >= historyEventsLimit;
 };
 
-function failureMessage(err: unknown): string {
-  if (err instanceof StepFailure) return err.message;
-  const cause = err instanceof ActivityFailure ? err.cause : err;
-  return cause instanceof Error ? cause.message : String(cause);
-}
+const failureMessage = (err: unknown): string => (err instanceof StepFailure ? err.message : activityFailureMessage(err));
 
 const isDocumentGone = (err: unknown) =>
   err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === pipelineFailure.documentGone;

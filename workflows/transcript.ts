@@ -1,5 +1,4 @@
 import {
-  ActivityFailure,
   CancellationScope,
   isCancellation,
   patched,
@@ -18,6 +17,7 @@ import {
   type TranscriptWorkflowInput,
 } from '../lib/contracts/transcript.js';
 import { searchAttributes } from '../lib/contracts/search-attributes.js';
+import { activityFailureMessage } from '../lib/contracts/activity-failure.js';
 
 const finalTypes = Object.values(transcriptFailure);
 
@@ -33,11 +33,6 @@ const { completeTranscript, failTranscript, deleteTranscript } = proxyActivities
   startToCloseTimeout: '2 minutes',
   retry: { initialInterval: '2s', maximumInterval: '1 minute' },
 });
-
-function failureMessage(err: unknown): string {
-  const cause = err instanceof ActivityFailure ? err.cause : err;
-  return cause instanceof Error ? cause.message : String(cause);
-}
 
 /**
  * One transcript (contract: lib/contracts/transcript.ts): prepare → transcribe each segment (on the
@@ -126,7 +121,7 @@ export async function transcript(input: TranscriptWorkflowInput): Promise<Transc
     // Segments still running in other lanes are stopped before the transcript is closed.
     work.cancel();
     const message =
-      cancelReason !== null ? `cancelled by an operator: ${cancelReason}` : isCancellation(err) ? 'cancelled by an operator (workflow cancelled)' : failureMessage(err);
+      cancelReason !== null ? `cancelled by an operator: ${cancelReason}` : isCancellation(err) ? 'cancelled by an operator (workflow cancelled)' : activityFailureMessage(err);
     progress.lastError = message;
     progress.step = 'finish';
     const outcome = await CancellationScope.nonCancellable(() => failTranscript({ ...ref, message, retentionSeconds: input.retentionSeconds }));

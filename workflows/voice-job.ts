@@ -1,5 +1,4 @@
 import {
-  ActivityFailure,
   CancellationScope,
   condition,
   continueAsNew,
@@ -20,6 +19,7 @@ import {
   type VoiceStepPlan,
 } from '../lib/contracts/voice-job.js';
 import { searchAttributes } from '../lib/contracts/search-attributes.js';
+import { activityFailureMessage } from '../lib/contracts/activity-failure.js';
 
 const finalTypes = Object.values(voiceJobFailure);
 
@@ -30,11 +30,6 @@ const { nextVoiceStep, failVoiceStep, retryFailedVoiceSteps, abandonVoiceSteps, 
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '1s', maximumInterval: '30s' },
 });
-
-function failureMessage(err: unknown): string {
-  const cause = err instanceof ActivityFailure ? err.cause : err;
-  return cause instanceof Error ? cause.message : String(cause);
-}
 
 /**
  * The jobs of one voice (contract: lib/contracts/voice-job.ts). Loop: ask Postgres which step is
@@ -109,7 +104,7 @@ export async function voiceJob(input: VoiceJobInput): Promise<string> {
           await runStep(plan);
         } catch (err) {
           if (isCancellation(err)) throw err;
-          progress.lastError = failureMessage(err);
+          progress.lastError = activityFailureMessage(err);
           progress.gpuJobId = null;
           await failVoiceStep({ ...ref, step: plan.kind, generation: plan.generation, message: progress.lastError });
         }

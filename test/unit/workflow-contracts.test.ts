@@ -3,7 +3,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as workflows from '../../workflows/index.js';
+import { ActivityFailure, ApplicationFailure, RetryState, TimeoutFailure, TimeoutType } from '@temporalio/common';
 import { countedWorkflowTypes } from '../../lib/knowledge/operational-metrics.js';
+import { activityFailureMessage } from '../../lib/contracts/activity-failure.js';
 
 /**
  * The API starts workflows by the type names of their contracts (lib/contracts/); the worker runs
@@ -29,5 +31,15 @@ describe('workflow contracts', () => {
 
   it('/metrics counts the executions of every workflow type by name', () => {
     assert.deepEqual([...countedWorkflowTypes].sort(), Object.keys(workflows).sort());
+  });
+
+  it('an activity that failed for good is recorded for the user in words: its own message, or what a timeout means', () => {
+    const failed = (cause: Error) => new ActivityFailure('activity failed', 'digitizeDocument', '1', RetryState.MAXIMUM_ATTEMPTS_REACHED, 'worker', cause);
+    assert.equal(activityFailureMessage(failed(ApplicationFailure.create({ message: 'the PDF is encrypted' }))), 'the PDF is encrypted');
+    const heartbeat = activityFailureMessage(failed(new TimeoutFailure('activity Heartbeat timeout', undefined, TimeoutType.HEARTBEAT)));
+    assert.equal(heartbeat, 'the step stopped reporting progress (its worker was lost or held up) until its retries ran out');
+    assert.match(activityFailureMessage(failed(new TimeoutFailure('activity StartToClose timeout', undefined, TimeoutType.START_TO_CLOSE))), /did not finish within its time limit/);
+    assert.match(activityFailureMessage(failed(new TimeoutFailure('activity ScheduleToStart timeout', undefined, TimeoutType.SCHEDULE_TO_START))), /no worker took up the step/);
+    assert.equal(activityFailureMessage(new Error('plain')), 'plain');
   });
 });
