@@ -8,8 +8,9 @@ import { chunkRecord, type DocumentIdentity, type PreparedDocument } from './ind
  * Embedding and index writes batched across documents (README, "Ingestion throughput"). Each
  * document's `embed` activity hands its chunks to its worker's batcher and waits; whenever the
  * encoder can take a batch, the batcher takes up to `batchChunks` chunks of the documents waiting,
- * in arrival order (a large document spans several batches), embeds them in one model call and
- * writes them in one Weaviate batch. While a batch runs, the next documents gather: batching costs
+ * in turns (a document with chunks left after a batch goes to the back of the queue, so documents
+ * behind a large one wait for one batch of it, not for all of it), embeds them in one model call
+ * and writes them in one Weaviate batch. While a batch runs, the next documents gather: batching costs
  * no waiting. Once a document's chunks are all written, `finish` removes what is left of an older
  * version (chunks beyond the new count, chunks in another profile's class) and waits until
  * Weaviate has indexed them, again for every document finishing at that moment in one request per
@@ -135,7 +136,9 @@ export class EmbeddingBatcher {
         for (let k = 0; k < take; k++) batch.push({ job, index: job.next + k });
         job.next += take;
         job.inFlight++;
-        if (job.next >= job.doc.prepared.chunks.length) this.queue.shift();
+        this.queue.shift();
+        // Chunks left (the batch is full): the document waits its next turn behind the others.
+        if (job.next < job.doc.prepared.chunks.length) this.queue.push(job);
       }
       this.running++;
       void this.run(batch).finally(() => {

@@ -83,4 +83,25 @@ describe('embedding batches: a worker killed mid-batch', function () {
       return true;
     });
   });
+
+  it('a large document does not hold up the small ones behind it: their chunks go into the next batches', async () => {
+    const { api, http } = system;
+    system.worker ??= await startWorker(env);
+    const k = await newKnowledgeBase(http);
+    const upload = async (name: string, text: string) => {
+      const res = await http('POST', `/api/documents/${k.partner.name}/${k.kb}`, { key: k.partner.key, form: { type: 'file', folder: k.folder, use_original_as_rewritten: 'true', file: { name, content: text } } });
+      assert.equal(res.status, 201, JSON.stringify(res.body));
+      return res.body.id as string;
+    };
+    const status = async (id: string) => (await api.deps.db.document.findUniqueOrThrow({ where: { id }, select: { embeddingStatus: true } })).embeddingStatus;
+    // A heading starts a chunk: 3,000 small chunks, 250 batches of 12.
+    const chunks = 3000;
+    const large = await upload('large.md', Array.from({ length: chunks }, (_, i) => `# Part ${i}\n\nNote ${i}: the current slows and drops its sand.`).join('\n\n'));
+    await eventually('the large document to be embedding', async () => ((await status(large)) === 'in_progress' ? true : null), 120_000);
+    const small = await upload('small.md', '# Tides\n\nThe moon pulls the sea.');
+    await eventually('the small document in the index', async () => ((await api.deps.index.listDocumentChunkIndexes(small)).length === 1 ? true : null), 120_000);
+    const largeWritten = (await api.deps.index.listDocumentChunkIndexes(large)).length;
+    assert.ok(largeWritten < chunks / 2, `the small document's chunk was written after ${largeWritten} of the large one's ${chunks}, not after all of them`);
+    await eventually('both documents embedded', async () => ((await status(large)) === 'success' && (await status(small)) === 'success' ? true : null), 420_000);
+  });
 });
