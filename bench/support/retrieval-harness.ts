@@ -27,9 +27,14 @@ const uuidFrom = (s: string) => {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
 };
 
-export async function indexPart(deps: { index: VectorIndex; embedder: EmbeddingProvider }, label: string, part: EvalPart, onProgress?: (done: number, total: number) => void): Promise<IndexedPart> {
+export async function indexPart(
+  deps: { index: VectorIndex; embedder: EmbeddingProvider },
+  label: string,
+  part: EvalPart,
+  onProgress?: (done: number, total: number) => void,
+  className = chunkClassFor(deps.embedder.profile.name),
+): Promise<IndexedPart> {
   const knowledgeBaseId = uuidFrom(`eval-kb:${label}`);
-  const className = chunkClassFor(deps.embedder.profile.name);
   const documentIds = new Map<string, string>();
   const languages = new Set<string>();
   let pending: ChunkRecord[] = [];
@@ -138,11 +143,3 @@ export function partMetrics(runs: QueryRun[], indexed: IndexedPart): Record<Row,
   return Object.fromEntries(Object.entries(rows).map(([k, v]) => [k, meanMetrics(v)])) as Record<Row, Metrics>;
 }
 
-/** Removes every chunk of an indexed part (its own knowledge base) from Weaviate. */
-export async function removePart(index: VectorIndex, indexed: IndexedPart): Promise<void> {
-  await index.client.batch
-    .objectsBatchDeleter()
-    .withClassName(indexed.className)
-    .withWhere({ path: ['knowledgeBaseId'], operator: 'Equal', valueText: indexed.knowledgeBaseId })
-    .do();
-}

@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { VectorIndex } from '../../lib/providers/vector-index.js';
+import { VectorIndex, chunkClassFor } from '../../lib/providers/vector-index.js';
 import { LocalSentenceEncoder } from '../../lib/providers/embeddings.js';
 import { retrievalDefaults, streamNames } from '../../lib/retrieval/hybrid-search.js';
 import { buildEvalSets, type EvalSet } from '../../scripts/retrieval-eval-sets.js';
 import { CachedEmbeddings } from '../../bench/support/embedding-cache.js';
-import { indexPart, partMetrics, removePart, runQueries, type IndexedPart } from '../../bench/support/retrieval-harness.js';
+import { indexPart, partMetrics, runQueries, type IndexedPart } from '../../bench/support/retrieval-harness.js';
 import { testStack } from '../support/stack.js';
 
 /**
@@ -13,8 +13,11 @@ import { testStack } from '../support/stack.js';
  * and searched through the system's own code (bench/support/retrieval-harness.ts) with the
  * production defaults, the fused ranking (re-scoring included) is at least as good as the best
  * single stream (nDCG@10), and by the issue's goal of 0.05 better.
- * The same parts and numbers as `npm run eval:retrieval` (bench/RESULTS.md); vectors of the local
- * encoder are cached in ~/.cache/dwb-eval, so only a machine's first run embeds.
+ * The same parts as `npm run eval:retrieval` (bench/RESULTS.md), each in a Weaviate class of its
+ * own, so its numbers depend on the part alone (the benchmark's share the profile's class with the
+ * other parts: BM25 nDCG@10 of python-docstrings 0.825 here against 0.812 there; with the chunks
+ * earlier tests leave in that class it was 0.843, and the margin fell under the goal). Vectors of
+ * the local encoder are cached in ~/.cache/dwb-eval, so only a machine's first run embeds.
  */
 describe('retrieval quality on held-out evaluation sets', function () {
   this.timeout(600_000);
@@ -29,14 +32,17 @@ describe('retrieval quality on held-out evaluation sets', function () {
     sets = buildEvalSets();
   });
   after(async () => {
-    for (const part of indexed) await removePart(index(), part);
+    for (const part of indexed) await index().client.schema.classDeleter().withClassName(part.className).do();
   });
 
   for (const name of ['python-api', 'python-docstrings']) {
     it(`${name}: the fused ranking beats the best single stream by at least 0.05 nDCG@10 on the held-out part`, async () => {
       const set = sets.find((s) => s.name === name)!;
       const deps = { index: index(), embedder };
-      const part = await indexPart(deps, `${set.name}:heldout:test:${process.pid}`, set.heldout);
+      // A class of its own: BM25's term statistics are a class's, and the other tests' documents
+      // in the profile's class (whatever ran before) would move this part's numbers.
+      const label = `${set.name}:heldout:test:${process.pid}`;
+      const part = await indexPart(deps, label, set.heldout, undefined, chunkClassFor(`${embedder.profile.name} ${label}`));
       indexed.push(part);
       const runs = await runQueries(deps, part, set.heldout, retrievalDefaults);
       const m = partMetrics(runs, part);
