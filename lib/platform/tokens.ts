@@ -71,34 +71,40 @@ function encode(text: string): number[] {
   return tokens;
 }
 
-/** The tokens of `text` as encode() gives them, with event loop turns for a long text. */
-async function encodeInTurns(text: string): Promise<number[]> {
+/**
+ * Each piece's tokens, in order, with a turn for the event loop whenever `turns`' slice is used up
+ * (a caller that counts many texts passes its own, so that short texts share one clock).
+ */
+async function eachPieceInTurns(text: string, use: (tokens: number[]) => void, turns: EventLoopTurns): Promise<void> {
   const enc = tokenizer();
-  const turns = new EventLoopTurns();
-  const tokens: number[] = [];
   for (const piece of pieces(text)) {
-    for (const t of enc.encode(piece)) tokens.push(t);
+    use(enc.encode(piece));
     await turns.give();
   }
-  return tokens;
 }
 
 export function countTokens(text: string): number {
-  return text ? encode(text).length : 0;
+  let n = 0;
+  for (const piece of pieces(text)) n += tokenizer().encode(piece).length;
+  return n;
 }
 
-/** countTokens for a text that may be long (a whole document): gives the event loop turns. */
-export async function countTokensInTurns(text: string): Promise<number> {
-  return text ? (await encodeInTurns(text)).length : 0;
+/** countTokens for a text that may be long (a whole document), in event loop turns. */
+export async function countTokensInTurns(text: string, turns = new EventLoopTurns()): Promise<number> {
+  let n = 0;
+  await eachPieceInTurns(text, (tokens) => (n += tokens.length), turns);
+  return n;
 }
 
 /**
  * `text` cut on token boundaries into pieces of at most `n` tokens each, in order; the pieces
  * join back to the text. Encoded once, so the work is linear in the text.
  */
-export async function tokenPieces(text: string, n: number): Promise<string[]> {
-  const tokens = await encodeInTurns(text);
-  const turns = new EventLoopTurns();
+export async function tokenPieces(text: string, n: number, turns = new EventLoopTurns()): Promise<string[]> {
+  const tokens: number[] = [];
+  await eachPieceInTurns(text, (piece) => {
+    for (const t of piece) tokens.push(t);
+  }, turns);
   const out: string[] = [];
   let offset = 0;
   /** What tokens [start, cut) decode to, if that is the text at `offset` (not so when cut inside a multi-byte character). */

@@ -35,17 +35,16 @@ async function unitsOf(text: string, partTokens: number, turns: EventLoopTurns):
   for (const block of text.split(/\n{2,}/)) {
     if (!block.trim()) continue;
     let joiner = units.length ? '\n\n' : '';
-    const tokens = await countTokensInTurns(block);
+    const tokens = await countTokensInTurns(block, turns);
     if (tokens <= partTokens) {
       units.push({ text: block, tokens, joiner });
       continue;
     }
     for (const sentence of sentences(block)) {
-      const n = await countTokensInTurns(sentence);
-      for (const piece of n <= partTokens ? [sentence] : await tokenPieces(sentence, partTokens)) {
+      const n = await countTokensInTurns(sentence, turns);
+      for (const piece of n <= partTokens ? [sentence] : await tokenPieces(sentence, partTokens, turns)) {
         units.push({ text: piece, tokens: piece === sentence ? n : countTokens(piece), joiner });
         joiner = '';
-        await turns.give();
       }
     }
   }
@@ -70,7 +69,7 @@ export async function splitIntoParts(text: string, partTokens: number, overlapTo
   // A group whose joined text counts more than its sum allowed is halved (a single unit fits).
   const emit = async (group: Unit[]): Promise<void> => {
     const joined = join(group);
-    if (group.length > 1 && (await countTokensInTurns(joined)) > partTokens) {
+    if (group.length > 1 && (await countTokensInTurns(joined, turns)) > partTokens) {
       const half = Math.ceil(group.length / 2);
       await emit(group.slice(0, half));
       await emit(group.slice(half));
