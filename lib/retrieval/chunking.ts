@@ -23,38 +23,78 @@ export const defaultChunking: ChunkingOptions = { maxChars: 1200, overlapChars: 
 
 const headingPattern = /^#{1,6}\s+\S/;
 
-function splitSentences(text: string): string[] {
-  const parts = text.match(/[^.!?。！？]+[.!?。！？]*["')\]]*\s*/g) ?? [text];
-  return parts.map((s) => s.trim()).filter(Boolean);
+/**
+ * Where an over-long block may be cut, best first: after a sentence's closing punctuation (with its
+ * quotes or brackets) where whitespace or the end follows (so "1.5" is not a sentence end; CJK marks
+ * need no space), after a line (a table's row, a list's item), after a word. Each pattern's
+ * suffixes are optional, so a long run of dots (a table of contents' leaders) is matched once, not
+ * retried from each dot.
+ */
+const cutPoints: Array<{ pattern: RegExp; ends?: (match: string, atEndOfText: boolean) => boolean }> = [
+  { pattern: /[.!?。！？]+["')\]]*\s*/g, ends: (match, atEndOfText) => atEndOfText || /\s$|[。！？]/.test(match) },
+  { pattern: /\n/g },
+  { pattern: /\s+/g },
+];
+
+/** The text in consecutive slices that each end just after a cut point (the last one at the text's end). */
+function sliceAfter(text: string, { pattern, ends }: (typeof cutPoints)[number]): string[] {
+  const slices: string[] = [];
+  let from = 0;
+  for (const match of text.matchAll(pattern)) {
+    const to = match.index + match[0].length;
+    if (ends && !ends(match[0], to === text.length)) continue;
+    if (to > from) slices.push(text.slice(from, to));
+    from = to;
+  }
+  if (from < text.length) slices.push(text.slice(from));
+  return slices;
 }
 
-/** Cuts a block into pieces of at most `max` characters, at sentence ends where possible. */
-function splitLong(block: string, max: number): string[] {
+/** Cuts every `max` characters, never between the two halves of a surrogate pair (an emoji, a rare CJK character). */
+function cutEvery(text: string, max: number): string[] {
+  const pieces: string[] = [];
+  for (let from = 0; from < text.length; ) {
+    let to = Math.min(from + max, text.length);
+    if (to < text.length && /[\uDC00-\uDFFF]/.test(text[to]!) && to - 1 > from) to -= 1;
+    pieces.push(text.slice(from, to));
+    from = to;
+  }
+  return pieces;
+}
+
+/**
+ * Cuts a block into pieces of at most `max` characters at the best cut points it has. Nothing is
+ * dropped or rewritten: the pieces, in order, are the block (pieces are trimmed at their ends only).
+ */
+function splitLong(block: string, max: number, level = 0): string[] {
   if (block.length <= max) return [block];
+  const cutPoint = cutPoints[level];
+  if (!cutPoint) return cutEvery(block, max);
   const pieces: string[] = [];
   let current = '';
-  for (const sentence of splitSentences(block)) {
-    if (sentence.length > max) {
+  for (const unit of sliceAfter(block, cutPoint)) {
+    if (unit.trimEnd().length > max) {
       if (current) pieces.push(current);
       current = '';
-      for (let i = 0; i < sentence.length; i += max) pieces.push(sentence.slice(i, i + max));
+      pieces.push(...splitLong(unit, max, level + 1));
       continue;
     }
-    if (current && current.length + 1 + sentence.length > max) {
+    if (current && current.length + unit.trimEnd().length > max) {
       pieces.push(current);
       current = '';
     }
-    current = current ? `${current} ${sentence}` : sentence;
+    current += unit;
   }
   if (current) pieces.push(current);
-  return pieces;
+  return pieces.map((piece) => piece.trim()).filter(Boolean);
 }
 
 function tail(text: string, chars: number): string {
   if (chars <= 0 || text.length <= chars) return chars <= 0 ? '' : text;
   const cut = text.slice(-chars);
   const boundary = cut.search(/\s/);
-  return boundary >= 0 ? cut.slice(boundary + 1) : cut;
+  if (boundary >= 0) return cut.slice(boundary + 1);
+  return /^[\uDC00-\uDFFF]/.test(cut) ? cut.slice(1) : cut;
 }
 
 /** A line that is one whole HTML comment: a note for readers of the Markdown, not content (e.g. OCR page marks). */

@@ -31,6 +31,31 @@ describe('chunking of final rewritten content', () => {
     }
   });
 
+  it('cuts an over-long paragraph without dropping or changing any of it: no "..." lost, "1.5" kept whole, tables cut at rows, emoji kept whole', () => {
+    const sentences = Array.from({ length: 40 }, (_, i) => `Release ${i}.5 of the parser handled case ${i} well... and then it did not?! "Odd." ... (see note ${i}.) `);
+    const table = ['| Column A | Column B | Column C |', '|---|---|---|', ...Array.from({ length: 60 }, (_, i) => `| row ${i} value | 😀 ${i} | another cell ${i} |`)].join('\n');
+    const unbroken = '😀'.repeat(700);
+    const text = [sentences.join(''), table, unbroken].join('\n\n');
+    const chunks = chunkText(text, { maxChars: 500, overlapChars: 0 });
+    const overlapping = chunkText(text, { maxChars: 500, overlapChars: 75 });
+    const squeeze = (s: string) => s.replace(/\s+/g, '');
+    assert.equal(squeeze(chunks.map((c) => c.text).join('')), squeeze(text), 'the chunks hold every character of the text, in order');
+    for (const c of [...chunks, ...overlapping]) {
+      assert.ok(c.text.length <= 500, `chunk ${c.index} has ${c.text.length} characters`);
+      assert.doesNotMatch(c.text, /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/, `chunk ${c.index} has half an emoji`);
+    }
+    const prose = chunks.filter((c) => c.text.includes('Release'));
+    assert.ok(prose.length > 1);
+    for (const c of prose.slice(1)) {
+      const at = text.indexOf(c.text.slice(0, 60));
+      assert.match(text.slice(at - 2, at), /[.!?"')]\s/, `chunk ${c.index} starts where a sentence starts: ${c.text.slice(0, 60)}`);
+    }
+    assert.ok(prose.every((c) => !/\d\. 5/.test(c.text)), 'a decimal is no sentence end');
+    const rows = chunks.filter((c) => c.text.startsWith('|'));
+    assert.ok(rows.length > 1);
+    for (const c of rows) assert.match(c.text, /^\|.*\|$/s, 'the table is cut between rows');
+  });
+
   it('repeats the tail of the previous chunk so text across a boundary stays findable', () => {
     const paragraphs = Array.from({ length: 10 }, (_, i) => `Paragraph ${i} talks about topic number ${i} in some detail, enough to fill space.`);
     const chunks = chunkText(paragraphs.join('\n\n'), { maxChars: 200, overlapChars: 60 });
