@@ -47,11 +47,30 @@ function cutLong(sentence: string, max: number): string[] {
   let rest = sentence;
   while (rest.length > max) {
     const space = rest.lastIndexOf(' ', max);
-    const at = space > max / 2 ? space : max;
+    const at = space > max / 2 ? space : /[\uDC00-\uDFFF]/.test(rest[max]!) ? max - 1 : max;
     out.push(rest.slice(0, at));
     rest = rest.slice(at);
   }
   if (rest.trim()) out.push(rest);
+  return out;
+}
+
+/**
+ * festival's longest utterance (characters). HTS's time grows faster than an utterance's length:
+ * 2,000 characters of numbers without a sentence end (13 minutes of speech) took it over 100 s as
+ * one utterance, 32 s as utterances of at most 160 characters; ordinary sentences are shorter.
+ */
+const FESTIVAL_UTTERANCE = 160;
+
+/**
+ * The text for festival with a blank line, its utterance break (a pause; no word changes), inside
+ * every sentence longer than FESTIVAL_UTTERANCE, at a space where there is one. Utterances are
+ * also what festival writes one at a time, so a long sentence's first audio comes early too.
+ */
+export function festivalUtterances(text: string, language: SpeechLanguage | null): string {
+  const segmenter = new Intl.Segmenter(localeOf(language), { granularity: 'sentence' });
+  let out = '';
+  for (const { segment } of segmenter.segment(text)) out += segment.length > FESTIVAL_UTTERANCE ? cutLong(segment, FESTIVAL_UTTERANCE).join('\n\n') : segment;
   return out;
 }
 
@@ -156,15 +175,15 @@ async function* streamEngine(choice: EngineChoice, text: string, speed: number, 
 }
 
 /**
- * The whole text as a stream of PCM, in order. festival (text2wave writes each sentence as soon as
- * it is made) and espeak-ng (`--stdout`) run once over the whole text and are read as they write.
+ * The whole text as a stream of PCM, in order. festival (text2wave writes each utterance as soon as
+ * it is made; see festivalUtterances) and espeak-ng (`--stdout`) run once over the whole text and are read as they write.
  * flite writes only a finished file, so the text is cut at sentence ends and the pieces are
  * synthesized one after another (the next one while the current one is sent; it is fast: a
  * 2,000-character text takes it under 0.1 s).
  */
 export async function* synthesizeLocal(choice: EngineChoice, text: string, language: SpeechLanguage | null, speed: number, limits: { timeoutMs: number; signal?: AbortSignal }): AsyncGenerator<Buffer> {
   if (choice.engine !== 'flite') {
-    yield* streamEngine(choice, text, speed, limits);
+    yield* streamEngine(choice, choice.engine === 'festival' ? festivalUtterances(text, language) : text, speed, limits);
     return;
   }
   const pieces = splitText(text, language);

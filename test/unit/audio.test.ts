@@ -9,7 +9,7 @@ import {
   readWavInfo, silenceThreshold, sniffAudioContainer, wavFile,
 } from '../../lib/audio/index.js';
 import { checkFileSignature } from '../../lib/digitization/file-signatures.js';
-import { splitText } from '../../lib/speech/engines.js';
+import { festivalUtterances, splitText } from '../../lib/speech/engines.js';
 
 const run = promisify(execFile);
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'audio-unit-'));
@@ -122,5 +122,23 @@ describe('lib/audio', function () {
     assert.ok(pieces.slice(1).every((p) => p.length <= 600));
     assert.equal(pieces.join(' '), text);
     assert.deepEqual(splitText('Short.', 'en'), ['Short.']);
+  });
+
+  it("festival gets a long sentence as utterances of at most 160 characters, every word kept (one utterance of 2,000 digits took it over 100 s)", () => {
+    const sentences = 'The meeting starts at nine. Please bring the report! ';
+    const figures = Array.from({ length: 120 }, (_, i) => `${1000 + i * 7}`).join(' ');
+    const digits = '1234567890'.repeat(50);
+    const text = `${sentences}${figures}. ${digits}. 😀${'😀'.repeat(100)} done.`;
+    const forFestival = festivalUtterances(text, 'en');
+    assert.equal(forFestival.replace(/\n\n/g, ''), text, 'only utterance breaks are added');
+    const utterances = forFestival.split('\n\n');
+    assert.ok(utterances.length >= 6, `${utterances.length} utterances`);
+    for (const u of utterances) {
+      const sentenceParts = u.split(/(?<=[.!?]) /);
+      assert.ok(sentenceParts.every((p) => p.length <= 160), `an utterance of ${u.length} characters: ${u.slice(0, 60)}…`);
+      assert.doesNotMatch(u, /^[\uDC00-\uDFFF]|[\uD800-\uDBFF]$/, 'no emoji is cut in half');
+    }
+    assert.ok(utterances.slice(1, -3).every((u) => /^ \d+ \d+/.test(u) || /^\d/.test(u)), 'the figures are cut between numbers');
+    assert.equal(festivalUtterances(sentences, 'en'), sentences, 'short sentences stay as they are');
   });
 });
