@@ -4,7 +4,7 @@ import type { FileStorage } from '../lib/platform/storage.js';
 import { documentFiles } from '../lib/platform/storage.js';
 import { countCharacters } from '../lib/platform/text.js';
 import { acceptDigitizedCharacters } from '../lib/knowledge/content/updates.js';
-import { fetchPage, FetchRefused } from '../lib/providers/web-fetch.js';
+import { fetchPage, FetchRefused, isTransientFetchFailure } from '../lib/providers/web-fetch.js';
 import { extractPage, UnsupportedContentType } from '../lib/digitization/article.js';
 import type { Config } from '../lib/platform/config.js';
 import { extractFile, UnreadableDocument } from '../lib/digitization/extractors/index.js';
@@ -69,8 +69,8 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
    * A URL document: fetch the page safely (no private, loopback or link-local targets unless
    * configured; redirects re-checked; size and time bounded), keep it as the original, extract the
    * readable article into the extraction cache, and take the page title as the name if the client
-   * gave none. Refusals are permanent (a readable processing_error); timeouts, network errors and
-   * 5xx answers are retried.
+   * gave none. Refusals are permanent (a readable processing_error); what may pass later is retried
+   * (isTransientFetchFailure: timeouts, network and name-server errors, 5xx, 429 and 408).
    */
   async function extractUrl(doc: { id: string; url: string | null; nameFromSource: boolean }) {
     let page;
@@ -78,8 +78,7 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
       page = await fetchPage(doc.url!, { allowPrivate: config.urlFetchAllowPrivate, allowLoopback: config.urlFetchAllowLoopback });
     } catch (err) {
       if (!(err instanceof FetchRefused)) throw err;
-      const transient = err.reason === 'timeout' || err.reason === 'network' || err.reason === 'dns' || (err.reason === 'http_status' && (err.details.status ?? 0) >= 500);
-      if (transient) throw err;
+      if (isTransientFetchFailure(err)) throw err;
       throw permanentFailure(err.message);
     }
     let extracted;

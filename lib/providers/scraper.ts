@@ -51,7 +51,7 @@ export class Scraper {
       // A name that does not resolve here cannot lead the provider to an address of ours, and the
       // provider resolves it in its own network: it goes on. Every other refusal is final, and
       // nothing was sent or charged.
-      if (err.reason !== 'dns') throw new ScrapeFailed('refused', err.message);
+      if (err.reason !== 'dns' && err.reason !== 'unknown_host') throw new ScrapeFailed('refused', err.message);
     }
     let res: Response;
     try {

@@ -29,7 +29,10 @@ export type FetchRefusedReason =
   | 'timeout'
   | 'http_status'
   | 'too_many_redirects'
+  /** The name server could not answer now (EAI_AGAIN and the like): worth another try. */
   | 'dns'
+  /** The name does not exist or has no address (ENOTFOUND, ENODATA): a definite answer. */
+  | 'unknown_host'
   /** The URL (or a redirect's Location) does not parse. */
   | 'invalid_url'
   /** Connection refused/reset, TLS failure, malformed response, bad content encoding. */
@@ -47,6 +50,17 @@ export class FetchRefused extends Error {
   ) {
     super(message);
   }
+}
+
+/**
+ * Whether a refusal may pass if the same fetch is tried later: timeouts, network errors, a name
+ * server that could not answer, and 5xx, 429 and 408 answers. Every other refusal (an address,
+ * scheme or size refused, a name that does not exist, a 4xx) is the input's and final.
+ */
+export function isTransientFetchFailure(err: FetchRefused): boolean {
+  if (err.reason === 'timeout' || err.reason === 'network' || err.reason === 'dns') return true;
+  const status = err.details.status ?? 0;
+  return err.reason === 'http_status' && (status >= 500 || status === 429 || status === 408);
 }
 
 export interface FetchPageOptions {
@@ -241,10 +255,11 @@ async function vetHost(url: URL, original: string, options: FetchPageOptions): P
       addresses = found.map((a) => ({ address: a.address, family: a.family === 6 ? 6 : 4 }));
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code ?? 'error';
-      throw new FetchRefused('dns', original, `Refused to fetch ${original}: host ${host} does not resolve (${code})`, { hopUrl: url.href });
+      const unknown = code === 'ENOTFOUND' || code === 'ENODATA';
+      throw new FetchRefused(unknown ? 'unknown_host' : 'dns', original, `Refused to fetch ${original}: host ${host} does not resolve (${code})`, { hopUrl: url.href });
     }
     if (addresses.length === 0) {
-      throw new FetchRefused('dns', original, `Refused to fetch ${original}: host ${host} has no address`, { hopUrl: url.href });
+      throw new FetchRefused('unknown_host', original, `Refused to fetch ${original}: host ${host} has no address`, { hopUrl: url.href });
     }
   }
   for (const a of addresses) {

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Services } from '../services.js';
 import { AudioUnreadable, decodeToWav, findPauses, planSegments, probeAudio, readWavInfo, sliceWav, sniffAudioContainer } from '../audio/index.js';
-import { fetchToFile, FetchRefused } from '../providers/web-fetch.js';
+import { fetchToFile, FetchRefused, isTransientFetchFailure } from '../providers/web-fetch.js';
 import { UnsupportedLanguage, type RecognizedWord } from '../providers/speech-to-text.js';
 import type { TranscriptPlan } from '../contracts/transcript.js';
 import { transcriptFailure } from '../contracts/transcript.js';
@@ -45,8 +45,7 @@ async function download(deps: TranscriptDeps, url: string, file: string, signal?
   } catch (err) {
     if (signal?.aborted) throw err;
     if (!(err instanceof FetchRefused)) throw err;
-    const transient = err.reason === 'timeout' || err.reason === 'network' || err.reason === 'dns' || (err.reason === 'http_status' && ((err.details.status ?? 0) >= 500 || err.details.status === 429 || err.details.status === 408));
-    if (transient) throw err;
+    if (isTransientFetchFailure(err)) throw err;
     throw new TranscriptInputError(`audio_url could not be used: ${err.message}`);
   }
 }

@@ -55,6 +55,21 @@ describe('URL documents and batch URL import', function () {
     assert.doesNotMatch(digitized.body.content, /winter sale|newsletter/);
   });
 
+  it('a URL whose host name does not exist (.invalid never resolves, RFC 2606) fails at once with a readable error, not retried for hours', async () => {
+    const f = await newKnowledgeBase(api);
+    const created = await api('POST', `/api/documents/${f.partner.name}/${f.kb}`, {
+      key: f.partner.key,
+      form: { type: 'url', url: 'http://no-such-host.invalid/guide', folder: f.folder, use_original_as_rewritten: 'true' },
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const failed = await eventually('the refusal', async () => {
+      const d = (await read(f, created.body.id)).body;
+      return d.processing_error ? d : null;
+    }, 60_000);
+    assert.equal(failed.processing_error, 'Refused to fetch http://no-such-host.invalid/guide: host no-such-host.invalid does not resolve (ENOTFOUND)');
+    assert.equal(failed.file_digitized, null);
+  });
+
   it('batch import: each URL on its own; a redirect to a link-local address is refused with a readable error', async () => {
     const f = await newKnowledgeBase(api);
     const res = await api('POST', `/api/documents/${f.partner.name}/${f.kb}/batch`, {

@@ -120,6 +120,9 @@ describe('transcription: audio_url that cannot be used', function () {
   it('a private address is refused (URL_FETCH_ALLOW_PRIVATE is off, as in production)', () =>
     endsInError('http://10.0.0.1/episode.mp3', /^audio_url could not be used: Refused to fetch http:\/\/10\.0\.0\.1\/episode\.mp3: host 10\.0\.0\.1 resolves to a private address 10\.0\.0\.1$/));
 
+  it('a host name that does not exist (.invalid never resolves, RFC 2606) ends in error at once: the name server answered, a retry cannot help', () =>
+    endsInError('http://no-such-host.invalid/episode.mp3', /^audio_url could not be used: Refused to fetch http:\/\/no-such-host\.invalid\/episode\.mp3: host no-such-host\.invalid does not resolve \(ENOTFOUND\)$/));
+
   it('a redirect to a link-local address is refused at the redirect', async () => {
     const url = host.url('/metadata.mp3');
     await endsInError(url, /^audio_url could not be used: Refused to fetch .*\/metadata\.mp3 \(redirected to http:\/\/169\.254\.169\.254\/latest\/meta-data\/iam\/security-credentials\/\): host 169\.254\.169\.254 resolves to a link-local address/);
