@@ -172,8 +172,10 @@ export async function ragSearch(deps: RagDeps, req: RagSearchRequest, isAdmin: b
   const reranker = deps.config?.retrieval.reranker ?? null;
   if (req.rerank === true && !reranker) throw badRequest('rerank: no re-ranker is configured (RERANK_BASE_URL)');
 
-  const { kb } = await findKnowledgeBase(deps.db, req.partner, req.kb);
   const query = [req.user_message, req.robot_message].filter(Boolean).join('\n');
+  // A blank query would still be embedded (and charged) and answer with arbitrary chunks.
+  if (!query.trim()) throw badRequest('user_message must contain text, not only whitespace', { fieldErrors: { user_message: ['must contain text, not only whitespace'] } });
+  const { kb } = await findKnowledgeBase(deps.db, req.partner, req.kb);
   const { settings, languages, outcome, denseSkipped } = await runSearch(deps, kb.id, query, {
     topK: req.top_k,
     searchMultiplier: req.search_multiplier,

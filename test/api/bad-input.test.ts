@@ -122,6 +122,10 @@ describe('bad input', function () {
     it('a retrieval search without user_message is 400', async () => {
       assertRejected(await http('POST', '/api/rag-test/search', { key: owner.key, json: { partner: owner.name, kb } }), 400, /user_message is required/);
     });
+
+    it('a retrieval search whose messages are only whitespace is 400 (it would otherwise answer with arbitrary chunks)', async () => {
+      assertRejected(await http('POST', '/api/rag-test/search', { key: owner.key, json: { partner: owner.name, kb, user_message: ' \n\t ', robot_message: '  ' } }), 400, /user_message must contain text, not only whitespace/);
+    });
   });
 
   describe('wrong types and values', () => {
