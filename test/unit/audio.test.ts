@@ -140,5 +140,7 @@ describe('lib/audio', function () {
     }
     assert.ok(utterances.slice(1, -3).every((u) => /^ \d+ \d+/.test(u) || /^\d/.test(u)), 'the figures are cut between numbers');
     assert.equal(festivalUtterances(sentences, 'en'), sentences, 'short sentences stay as they are');
+    const clauses = 'When the tide turns in the late afternoon and the wind comes round from the west, the boats that left at dawn come back to the harbour one after another, and the market opens again for the evening.';
+    assert.equal(festivalUtterances(clauses, 'en'), clauses.replace('another, ', 'another,\n\n '), 'a long sentence is cut after a clause mark, where a speaker pauses anyway');
   });
 });
