@@ -66,6 +66,14 @@ describe('speech: /v2/audio/speech with the official openai client', function ()
     assert.equal(p.channels, 1);
   });
 
+  it('2,000 emoji answer a decodable mp3 (as one utterance festival ran out of parser stack, exited 0 and wrote nothing: an mp3 without a frame)', async () => {
+    const { res, bytes } = await speech({ response_format: 'mp3', input: '😀'.repeat(2000) });
+    assert.equal(res.status, 200);
+    const p = await probe(tempFile(bytes, 'mp3'));
+    assert.equal(p.codec, 'mp3');
+    assert.ok(p.duration > 0, `${p.duration} s`);
+  });
+
   it('pcm: application/octet-stream, raw s16le mono at 24 kHz', async () => {
     const wav = (await speech({ response_format: 'wav' })).bytes;
     const { res, bytes } = await speech({ response_format: 'pcm' });
