@@ -11,6 +11,13 @@ export function countCharacters(text: string): number {
   return n;
 }
 
+/** Whether cutting `text` at `at` would part the two halves of a surrogate pair (an emoji, a rare CJK character). */
+export function splitsSurrogatePair(text: string, at: number): boolean {
+  const before = text.charCodeAt(at - 1);
+  const after = text.charCodeAt(at);
+  return before >= 0xd800 && before <= 0xdbff && after >= 0xdc00 && after <= 0xdfff;
+}
+
 /** Text as it is stored: no byte-order mark, LF line ends. */
 export function normalizeLineEnds(text: string): string {
   return text.replace(/^\uFEFF/, '').replace(/\r\n?/g, '\n');

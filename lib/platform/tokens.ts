@@ -1,5 +1,6 @@
 import { Tiktoken } from 'js-tiktoken/lite';
 import o200k from 'js-tiktoken/ranks/o200k_base';
+import { splitsSurrogatePair } from './text.js';
 import { EventLoopTurns } from './turns.js';
 
 /**
@@ -53,9 +54,7 @@ function* pieces(text: string): Generator<string> {
     const end = run.index + run[0].length;
     for (let i = run.index; i < end; ) {
       let cut = Math.min(end, i + RUN_PIECE);
-      // Never between the two halves of a surrogate pair.
-      const before = text.charCodeAt(cut - 1);
-      if (cut < end && before >= 0xd800 && before <= 0xdbff) cut++;
+      if (cut < end && splitsSurrogatePair(text, cut)) cut++;
       yield text.slice(i, cut);
       i = cut;
     }

@@ -5,6 +5,8 @@
  * a sentence that spans a boundary can still be found. Output is a pure function of the input, so
  * re-chunking unchanged text yields the same chunks (and the same chunk IDs).
  */
+import { splitsSurrogatePair } from '../platform/text.js';
+
 export interface Chunk {
   index: number;
   text: string;
@@ -55,7 +57,7 @@ function cutEvery(text: string, max: number): string[] {
   const pieces: string[] = [];
   for (let from = 0; from < text.length; ) {
     let to = Math.min(from + max, text.length);
-    if (to < text.length && /[\uDC00-\uDFFF]/.test(text[to]!) && to - 1 > from) to -= 1;
+    if (splitsSurrogatePair(text, to) && to - 1 > from) to -= 1;
     pieces.push(text.slice(from, to));
     from = to;
   }
@@ -91,10 +93,11 @@ function splitLong(block: string, max: number, level = 0): string[] {
 
 function tail(text: string, chars: number): string {
   if (chars <= 0 || text.length <= chars) return chars <= 0 ? '' : text;
-  const cut = text.slice(-chars);
+  const start = text.length - chars;
+  const cut = text.slice(start);
   const boundary = cut.search(/\s/);
   if (boundary >= 0) return cut.slice(boundary + 1);
-  return /^[\uDC00-\uDFFF]/.test(cut) ? cut.slice(1) : cut;
+  return splitsSurrogatePair(text, start) ? cut.slice(1) : cut;
 }
 
 /** A line that is one whole HTML comment: a note for readers of the Markdown, not content (e.g. OCR page marks). */

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { runTool, streamTool, ToolFailed } from '../platform/child-process.js';
 import type { SystemTool } from '../platform/system-tools.js';
 import { AppError } from '../platform/errors.js';
+import { splitsSurrogatePair } from '../platform/text.js';
 import { parseWavHeader } from '../audio/wav.js';
 import { espeakVoiceOf, localeOf, type SpeechLanguage } from './languages.js';
 import type { BuiltInVoice, LocalEngine } from './voices.js';
@@ -53,7 +54,7 @@ function cutPoint(rest: string, max: number): number {
   if (clause > max / 2) return clause;
   const space = rest.lastIndexOf(' ', max);
   if (space > max / 2) return space;
-  return /[\uDC00-\uDFFF]/.test(rest[max]!) ? max - 1 : max;
+  return splitsSurrogatePair(rest, max) ? max - 1 : max;
 }
 
 /** Cuts a long sentence into parts of at most `max` characters (see cutPoint). */
