@@ -55,6 +55,8 @@ export const chatCompletionBody: JsonSchema = {
     },
     max_completion_tokens: tokenLimit,
     max_tokens: tokenLimit,
+    // OpenAI's own bound; each choice may use the whole output limit, and the hold covers them all.
+    n: { type: ['integer', 'null'], minimum: 1, maximum: 128, description: 'Choices to generate (1-128); the quota hold covers the output limit for each' },
   },
 };
 

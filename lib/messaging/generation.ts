@@ -67,6 +67,30 @@ function lastUserText(items: unknown): string {
   return '';
 }
 
+/**
+ * Request members that the model does not read as input: routing, limits and sampling controls
+ * (a few bytes each). Every other member (tools, function definitions, a response format's JSON
+ * schema, a prediction...) is input the provider charges like the messages, so it counts in the
+ * hold: otherwise a request of a short message and a large tool list would hold a fraction of what
+ * it costs. A member unknown here counts, which can only make a hold larger.
+ */
+const NOT_MODEL_INPUT = new Set([
+  'model', 'stream', 'stream_options', 'max_tokens', 'max_completion_tokens', 'max_output_tokens', 'n', 'metadata', 'reasoning',
+  'previous_response_id', 'store', 'user', 'temperature', 'top_p', 'seed', 'service_tier', 'parallel_tool_calls', 'logprobs',
+  'top_logprobs', 'presence_penalty', 'frequency_penalty', 'logit_bias', 'truncation', 'background', 'include', 'modalities',
+  'safety_identifier', 'prompt_cache_key',
+]);
+
+/** The members of a request that are model input beyond its `counted` ones, as JSON ('' when none). */
+function otherModelInput(forwarded: Record<string, unknown>, counted: readonly string[]): string {
+  let other: Record<string, unknown> | null = null;
+  for (const [member, value] of Object.entries(forwarded)) {
+    if (value === null || value === undefined || counted.includes(member) || NOT_MODEL_INPUT.has(member)) continue;
+    (other ??= {})[member] = value;
+  }
+  return other ? JSON.stringify(other) : '';
+}
+
 /** Room held for injected knowledge before it is known (full chunks plus their headings), by max_results. */
 const allowances = new Map<number, number>();
 function knowledgeAllowance(c: Character | null): number {
@@ -105,9 +129,10 @@ const EARLY_CALL_MAX_HOLDS_IN_FLIGHT = 4;
  * must wait for the admission), comes while few other holds are being made, and this process heard
  * lately that the key has room for the bound (roomForeseen, MESSAGING_CALL_DURING_ADMISSION_SECONDS).
  */
-function planAdmission(ctx: GenerationContext, endpoint: 'chat' | 'responses', inputText: string, outputLimit: number | undefined, character: Character | null): PlannedAdmission {
+function planAdmission(ctx: GenerationContext, endpoint: 'chat' | 'responses', inputText: string, output: { limit: number | undefined; choices?: number }, character: Character | null): PlannedAdmission {
   const operationKey = `${endpoint}-${ctx.requestId}-${crypto.randomUUID()}`;
-  const rest = knowledgeAllowance(character) + (outputLimit ?? ctx.deps.config.messaging.defaultOutputTokenBound);
+  // Each of n choices may use the whole output limit, and the provider charges them all.
+  const rest = knowledgeAllowance(character) + (output.limit ?? ctx.deps.config.messaging.defaultOutputTokenBound) * (output.choices ?? 1);
   const ask = (tokens: number) => reserveQuota(ctx.deps.db, { quotaKeyId: ctx.key.id, operationKey, endpoint, tokens, holdMs: holdLifetimeMs(ctx.deps.config.messaging.upstreamTimeoutSeconds) });
   const quick = quickTokenBound(inputText);
   const forecastMs = ctx.deps.config.messaging.callDuringAdmissionSeconds * 1000;
@@ -212,7 +237,8 @@ export async function chatCompletions(ctx: GenerationContext, body: ChatCompleti
   const client = upstreamClient(ctx.deps.config);
   const abort = clientGone(ctx.res);
   // Room is held for the knowledge to come: a refused request costs no search.
-  const plan = planAdmission(ctx, 'chat', JSON.stringify(forwarded.messages) + (character?.prompt ?? ''), forwarded.max_completion_tokens ?? forwarded.max_tokens, character);
+  const inputText = JSON.stringify(forwarded.messages) + (character?.prompt ?? '') + otherModelInput(forwarded, ['messages']);
+  const plan = planAdmission(ctx, 'chat', inputText, { limit: forwarded.max_completion_tokens ?? forwarded.max_tokens, choices: forwarded.n ?? 1 }, character);
   const models = { model: forwarded.model as string, fallback };
 
   // Chat completions keep their normal shape: the character and its knowledge become a system
@@ -323,8 +349,8 @@ export async function responses(ctx: GenerationContext, body: ResponsesBody): Pr
   const client = upstreamClient(ctx.deps.config);
   const abort = clientGone(ctx.res);
   const query = lastUserText(forwarded.input);
-  const inputText = JSON.stringify(forwarded.input ?? '') + (forwarded.instructions ?? '') + (character?.prompt ?? '');
-  const plan = planAdmission(ctx, 'responses', inputText, forwarded.max_output_tokens, character);
+  const inputText = JSON.stringify(forwarded.input ?? '') + (forwarded.instructions ?? '') + (character?.prompt ?? '') + otherModelInput(forwarded, ['input', 'instructions']);
+  const plan = planAdmission(ctx, 'responses', inputText, { limit: forwarded.max_output_tokens }, character);
   const models = { model: forwarded.model as string, fallback };
 
   if (!forwarded.stream) {

@@ -40,6 +40,7 @@ export interface ChatCompletionBody {
   stream_options?: { include_usage?: boolean } & Record<string, unknown>;
   max_tokens?: number;
   max_completion_tokens?: number;
+  n?: number;
   metadata?: Record<string, unknown>;
   [member: string]: unknown;
 }

@@ -240,6 +240,38 @@ describe('messaging v3: chat completions and responses through the openai client
       assert.equal(sent, 1, 'the SDK did not retry');
     });
 
+    it('a hold covers every one of n choices, and the tools and response formats the model reads as input', async () => {
+      const base = estimateTokens(JSON.stringify(chatBody.messages));
+      const callsNow = () => upstream.calls.length;
+      const asKey = (k: { key: string }) => ({ Authorization: `Bearer ${k.key}` });
+
+      // Room for two choices of 100 tokens, not three.
+      const forTwo = await newQuotaKey(http, { quota_type: 'chat', token_amount: base + 250 });
+      let before = callsNow();
+      assertError(await http('POST', '/v3/chat/completions', { json: { ...chatBody, n: 3, max_tokens: 100 }, headers: asKey(forTwo) }), 429, 'quota_exceeded', '/v3/chat/completions');
+      assert.equal(callsNow(), before, 'a refused request never reaches the provider');
+      const two = await http('POST', '/v3/chat/completions', { json: { ...chatBody, n: 2, max_tokens: 100 }, headers: asKey(forTwo) });
+      assert.equal(two.status, 200, JSON.stringify(two.body));
+      assert.equal(lastCall('/v1/chat/completions').body.n, 2, 'n reaches the provider');
+      for (const n of [0, 1.5, 129, '2']) {
+        const res = await http('POST', '/v3/chat/completions', { json: { ...chatBody, n, max_tokens: 10 }, headers: { Authorization: `Bearer ${key}` } });
+        assertError(res, 400, 'bad_request', '/v3/chat/completions');
+        assert.match(res.body.detail.message, /body\.n /);
+      }
+
+      // A short message with 6 KB of tool definitions costs the tools' tokens too.
+      const tools = [{ type: 'function', function: { name: 'lookup', description: 'Looks things up. '.repeat(350), parameters: { type: 'object', properties: {} } } }];
+      const small = await newQuotaKey(http, { quota_type: 'any', token_amount: 1_000 });
+      before = callsNow();
+      assertError(await http('POST', '/v3/chat/completions', { json: { ...chatBody, tools, max_tokens: 10 }, headers: asKey(small) }), 429, 'quota_exceeded', '/v3/chat/completions');
+      const format = { format: { type: 'json_schema', name: 'answer', schema: { type: 'object', description: 'An answer. '.repeat(500) } } };
+      assertError(await http('POST', '/v3/responses', { json: { model: 'm', input: 'Hi', text: format, max_output_tokens: 10 }, headers: asKey(small) }), 429, 'quota_exceeded', '/v3/responses');
+      assert.equal(callsNow(), before, 'neither reached the provider');
+      // The same requests without them fit, and sampling controls add nothing worth refusing.
+      assert.equal((await http('POST', '/v3/chat/completions', { json: { ...chatBody, max_tokens: 10, temperature: 0.2, top_p: 0.9, seed: 7 }, headers: asKey(small) })).status, 200);
+      assert.equal((await http('POST', '/v3/responses', { json: { model: 'm', input: 'Hi', max_output_tokens: 10 }, headers: asKey(small) })).status, 200);
+    });
+
     it("429 without x-should-retry when only the key's requests in flight hold the room; a retry after they finish passes", async () => {
       const slowMessages = [{ role: 'user', content: 'slow' }];
       const held = estimateTokens(JSON.stringify(slowMessages)) + 100;
