@@ -4,7 +4,7 @@ import type { Services } from '../services.js';
 import type { Logger } from '../platform/logger.js';
 import { defaultChunking } from '../retrieval/chunking.js';
 import type { QuotaKeyPrincipal } from './quota-keys.js';
-import { estimateTokens, holdLifetimeMs, holdsBeingMade, quickTokenBound, refineHold, releaseQuota, reserveQuota, roomForeseen, settleQuota, type QuotaHold } from './quota.js';
+import { estimateTokens, holdLifetimeMs, holdsBeingMade, quickTokenBound, refineHold, releaseQuota, reserveQuota, roomForeseen, settleQuota, tokensUsed, type QuotaHold } from './quota.js';
 import { AppError } from '../platform/errors.js';
 import { providerResponseId, recordResponseAlias, SERVICE_RESPONSE_PREFIX } from './response-aliases.js';
 import { resolveCharacter, takeServiceMetadata, type Character } from './service-metadata.js';
@@ -217,14 +217,6 @@ export async function settlementsLanded(): Promise<void> {
   while (inFlight.size) await Promise.all([...inFlight]);
 }
 
-const usedTokensOf = (usage: ProviderUsage | null | undefined): number | null => {
-  if (!usage || typeof usage !== 'object') return null;
-  if (typeof usage.total_tokens === 'number') return usage.total_tokens;
-  const a = usage.prompt_tokens ?? usage.input_tokens;
-  const b = usage.completion_tokens ?? usage.output_tokens;
-  return typeof a === 'number' && typeof b === 'number' ? a + b : null;
-};
-
 const logFallback = (ctx: GenerationContext) => (err: UpstreamError) => ctx.log.warn('model failed, trying fallback_model', { status: err.status, detail: err.message });
 
 // ---------------------------------------------------------------------------------------------
@@ -256,7 +248,7 @@ export async function chatCompletions(ctx: GenerationContext, body: ChatCompleti
     });
     mark(ctx.res, 'provider');
     sendTiming(ctx.res);
-    finish(ctx, hold, { usedTokens: usedTokensOf(result.usage) });
+    finish(ctx, hold, { usedTokens: tokensUsed(result.usage) });
     return { json: result };
   }
 
@@ -286,7 +278,7 @@ export async function chatCompletions(ctx: GenerationContext, body: ChatCompleti
   } finally {
     sse.end();
     // An abandoned stream may have been generated up to its limit: without usage, the hold is charged.
-    finish(ctx, hold, { usedTokens: usedTokensOf(relay.usage) });
+    finish(ctx, hold, { usedTokens: tokensUsed(relay.usage) });
   }
   return { streamed: true };
 }
@@ -363,7 +355,7 @@ export async function responses(ctx: GenerationContext, body: ResponsesBody): Pr
     const { knowledge, result } = answered;
     mark(ctx.res, 'provider');
     sendTiming(ctx.res);
-    finish(ctx, hold, { usedTokens: usedTokensOf(result.usage) });
+    finish(ctx, hold, { usedTokens: tokensUsed(result.usage) });
     if (!knowledge) return { json: result };
     const items = visibilityItems();
     return { json: { ...result, output: [items.searching, items.fileSearch(query, 'completed', knowledge.sources), items.found(knowledge.sources.length), ...(result.output ?? [])] } };
@@ -402,7 +394,7 @@ async function passThroughResponses(ctx: GenerationContext, client: ReturnType<t
     if (!isClientAbort(err)) await sse.event('error', streamError(err, models.model, relay.last + 1));
   } finally {
     sse.end();
-    finish(ctx, hold, { usedTokens: usedTokensOf(relay.usage) });
+    finish(ctx, hold, { usedTokens: tokensUsed(relay.usage) });
   }
   return { streamed: true };
 }
@@ -520,7 +512,7 @@ async function knowledgeResponsesStream(
     }
   } finally {
     sse.end();
-    finish(ctx, hold, reachedModel ? { usedTokens: usedTokensOf(usage) } : { released: true });
+    finish(ctx, hold, reachedModel ? { usedTokens: tokensUsed(usage) } : { released: true });
   }
   return { streamed: true };
 }

@@ -4,8 +4,8 @@ import type { Services } from '../services.js';
 import { legacyCompletionWorkflowId, legacyCompletionWorkflowType } from '../contracts/legacy-completion.js';
 import { AppError, notFound } from '../platform/errors.js';
 import type { QuotaKeyPrincipal } from './quota-keys.js';
-import { estimateTokens, holdLifetimeMs, releaseQuota, reserveQuota, settleQuota } from './quota.js';
-import { providerCalls, UpstreamError, upstreamClient, withFallback } from './upstream.js';
+import { estimateTokens, holdLifetimeMs, releaseQuota, reserveQuota, settleQuota, tokensUsed } from './quota.js';
+import { providerCalls, UpstreamError, upstreamClient, withFallback, type ProviderUsage } from './upstream.js';
 
 /**
  * Legacy /v2/completions (deprecated): a completion is requested, runs as the Temporal workflow
@@ -101,11 +101,11 @@ export async function generateLegacyCompletion(deps: Services, id: string, reten
     await deps.db.legacyCompletion.update({ where: { id }, data: { ...data, finishedAt, expiresAt: new Date(finishedAt.getTime() + retentionSeconds * 1000) } });
     return data.state;
   };
-  type Answer = { message: { role: string; content: string }; model: string; usage: { total_tokens?: number } | null };
+  type Answer = { message: { role: string; content: string }; model: string; usage: ProviderUsage | null };
 
   if (row.output) {
     // Answered before a crash: settle and finish without calling again.
-    await settleQuota(deps.db, { operationKey: legacyOperationKey(id) }, (row.output as unknown as Answer).usage?.total_tokens ?? null);
+    await settleQuota(deps.db, { operationKey: legacyOperationKey(id) }, tokensUsed((row.output as unknown as Answer).usage));
     return finish({ state: 'completed' });
   }
   if (row.dispatchedAt) {
@@ -130,7 +130,7 @@ export async function generateLegacyCompletion(deps: Services, id: string, reten
     return finish({ state: 'failed', error: err.message });
   }
   await deps.db.legacyCompletion.update({ where: { id }, data: { output: JSON.parse(JSON.stringify(answer)) } });
-  await settleQuota(deps.db, { operationKey: legacyOperationKey(id) }, answer.usage?.total_tokens ?? null);
+  await settleQuota(deps.db, { operationKey: legacyOperationKey(id) }, tokensUsed(answer.usage));
   return finish({ state: 'completed' });
 }
 

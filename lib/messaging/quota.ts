@@ -2,6 +2,7 @@ import type { Db } from '../platform/db.js';
 import { AppError } from '../platform/errors.js';
 import { GroupCommit } from '../platform/group-commit.js';
 import { countTokens } from '../platform/tokens.js';
+import type { ProviderUsage } from './upstream.js';
 
 /**
  * Quota admission, two-phase like the knowledge-base ledger (lib/budget/ledger.ts): `reserve`
@@ -37,6 +38,22 @@ export function estimateTokens(text: string): number {
   if (bytes <= BYTE_BOUND_LIMIT) return bytes;
   if (bytes > COUNT_LIMIT) return quickTokenBound(text).tokens;
   return Math.max(Math.ceil(text.length / 4), Math.ceil(countTokens(text) * 1.1) + 16);
+}
+
+/**
+ * The tokens a provider's usage reports, as charged: its input and output together, or its total
+ * when that is more (it may count what the parts leave out); null when it reports neither, and the
+ * whole hold is charged. A provider that leaves the total out, or reports less than its parts, is
+ * charged the parts.
+ */
+export function tokensUsed(usage: ProviderUsage | null | undefined): number | null {
+  if (!usage || typeof usage !== 'object') return null;
+  const input = usage.prompt_tokens ?? usage.input_tokens;
+  const output = usage.completion_tokens ?? usage.output_tokens;
+  const parts = typeof input === 'number' && typeof output === 'number' ? input + output : null;
+  const total = typeof usage.total_tokens === 'number' ? usage.total_tokens : null;
+  if (parts === null) return total;
+  return total === null ? parts : Math.max(total, parts);
 }
 
 /**

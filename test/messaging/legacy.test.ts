@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { chatCompletion, startOpenAiUpstream, type OpenAiUpstream, type UpstreamCall } from '../support/openai-upstream.js';
 import { newQuotaKey } from './support.js';
+import { testStack } from '../support/stack.js';
 import { legacyCompletionWorkflowId } from '../../lib/contracts/legacy-completion.js';
 
 /** Legacy /v2/completions: request, poll, retention, failures, keys. */
@@ -60,6 +61,22 @@ describe('messaging v2: legacy completions (deprecated)', function () {
     const gone = await http('GET', res.body.id, { headers: { 'X-Api-Key': key } });
     assert.equal(gone.body.detail.code, 'not_found');
     assert.match(gone.body.detail.message, /expired/);
+  });
+
+  it("charges the provider's usage when it reports input and output tokens without a total", async () => {
+    const k = await newQuotaKey(http, { quota_type: 'legacy', token_amount: 100_000 });
+    upstream.respond((call) => {
+      const answer = chatCompletion(call, 'counted');
+      return { json: { ...answer, usage: { prompt_tokens: 70, completion_tokens: 30 } } };
+    });
+    const res = await http('POST', '/v2/completions', { headers: { 'X-Api-Key': k.key }, json: { input } });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const usage = await eventually('the completion to be settled', async () => {
+      const list = await http('GET', '/api/quota-keys', { key: testStack().adminApiKey });
+      const found = list.body.find((x: { id: string }) => x.id === k.id);
+      return found?.tokens_reserved === 0 && found.tokens_consumed > 0 && found;
+    });
+    assert.equal(usage.tokens_consumed, 100, 'input + output, not the whole hold');
   });
 
   it('a provider failure ends in state failed', async () => {

@@ -272,6 +272,18 @@ describe('messaging v3: chat completions and responses through the openai client
       assert.equal((await http('POST', '/v3/responses', { json: { model: 'm', input: 'Hi', max_output_tokens: 10 }, headers: asKey(small) })).status, 200);
     });
 
+    it('charges input + output when the provider reports a total below them', async () => {
+      const k = await newQuotaKey(http, { quota_type: 'chat', token_amount: 100_000 });
+      upstream.respond((call) => ({ json: { ...chatCompletion(call, 'ok'), usage: { prompt_tokens: 60, completion_tokens: 40, total_tokens: 0 } } }));
+      assert.equal((await http('POST', '/v3/chat/completions', { json: { ...chatBody, max_tokens: 50 }, headers: { Authorization: `Bearer ${k.key}` } })).status, 200);
+      const settled = await eventually('the settlement', async () => {
+        const list = await http('GET', '/api/quota-keys', { key: testStack().adminApiKey });
+        const found = list.body.find((x: { id: string }) => x.id === k.id);
+        return found?.tokens_reserved === 0 && found;
+      });
+      assert.equal(settled.tokens_consumed, 100);
+    });
+
     it("429 without x-should-retry when only the key's requests in flight hold the room; a retry after they finish passes", async () => {
       const slowMessages = [{ role: 'user', content: 'slow' }];
       const held = estimateTokens(JSON.stringify(slowMessages)) + 100;
