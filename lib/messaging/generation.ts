@@ -4,7 +4,7 @@ import type { Services } from '../services.js';
 import type { Logger } from '../platform/logger.js';
 import { defaultChunking } from '../retrieval/chunking.js';
 import type { QuotaKeyPrincipal } from './quota-keys.js';
-import { estimateTokens, holdLifetimeMs, holdsBeingMade, quickTokenBound, refineHold, releaseQuota, reserveQuota, roomForeseen, settleQuota, tokensUsed, type QuotaHold } from './quota.js';
+import { estimateTokens, holdLifetimeMs, holdsBeingMade, inputJson, quickTokenBound, refineHold, releaseQuota, reserveQuota, roomForeseen, settleQuota, tokensUsed, type QuotaHold } from './quota.js';
 import { AppError } from '../platform/errors.js';
 import { providerResponseId, recordResponseAlias, SERVICE_RESPONSE_PREFIX } from './response-aliases.js';
 import { resolveCharacter, takeServiceMetadata, type Character } from './service-metadata.js';
@@ -129,10 +129,11 @@ const EARLY_CALL_MAX_HOLDS_IN_FLIGHT = 4;
  * must wait for the admission), comes while few other holds are being made, and this process heard
  * lately that the key has room for the bound (roomForeseen, MESSAGING_CALL_DURING_ADMISSION_SECONDS).
  */
-function planAdmission(ctx: GenerationContext, endpoint: 'chat' | 'responses', inputText: string, output: { limit: number | undefined; choices?: number }, character: Character | null): PlannedAdmission {
+function planAdmission(ctx: GenerationContext, endpoint: 'chat' | 'responses', input: { text: string; imageTokens: number }, output: { limit: number | undefined; choices?: number }, character: Character | null): PlannedAdmission {
   const operationKey = `${endpoint}-${ctx.requestId}-${crypto.randomUUID()}`;
+  const inputText = input.text;
   // Each of n choices may use the whole output limit, and the provider charges them all.
-  const rest = knowledgeAllowance(character) + (output.limit ?? ctx.deps.config.messaging.defaultOutputTokenBound) * (output.choices ?? 1);
+  const rest = input.imageTokens + knowledgeAllowance(character) + (output.limit ?? ctx.deps.config.messaging.defaultOutputTokenBound) * (output.choices ?? 1);
   const ask = (tokens: number) => reserveQuota(ctx.deps.db, { quotaKeyId: ctx.key.id, operationKey, endpoint, tokens, holdMs: holdLifetimeMs(ctx.deps.config.messaging.upstreamTimeoutSeconds) });
   const quick = quickTokenBound(inputText);
   const forecastMs = ctx.deps.config.messaging.callDuringAdmissionSeconds * 1000;
@@ -229,8 +230,9 @@ export async function chatCompletions(ctx: GenerationContext, body: ChatCompleti
   const client = upstreamClient(ctx.deps.config);
   const abort = clientGone(ctx.res);
   // Room is held for the knowledge to come: a refused request costs no search.
-  const inputText = JSON.stringify(forwarded.messages) + (character?.prompt ?? '') + otherModelInput(forwarded, ['messages']);
-  const plan = planAdmission(ctx, 'chat', inputText, { limit: forwarded.max_completion_tokens ?? forwarded.max_tokens, choices: forwarded.n ?? 1 }, character);
+  const messages = inputJson(forwarded.messages);
+  const inputText = messages.json + (character?.prompt ?? '') + otherModelInput(forwarded, ['messages']);
+  const plan = planAdmission(ctx, 'chat', { text: inputText, imageTokens: messages.imageTokens }, { limit: forwarded.max_completion_tokens ?? forwarded.max_tokens, choices: forwarded.n ?? 1 }, character);
   const models = { model: forwarded.model as string, fallback };
 
   // Chat completions keep their normal shape: the character and its knowledge become a system
@@ -341,8 +343,9 @@ export async function responses(ctx: GenerationContext, body: ResponsesBody): Pr
   const client = upstreamClient(ctx.deps.config);
   const abort = clientGone(ctx.res);
   const query = lastUserText(forwarded.input);
-  const inputText = JSON.stringify(forwarded.input ?? '') + (forwarded.instructions ?? '') + (character?.prompt ?? '') + otherModelInput(forwarded, ['input', 'instructions']);
-  const plan = planAdmission(ctx, 'responses', inputText, { limit: forwarded.max_output_tokens }, character);
+  const input = inputJson(forwarded.input ?? '');
+  const inputText = input.json + (forwarded.instructions ?? '') + (character?.prompt ?? '') + otherModelInput(forwarded, ['input', 'instructions']);
+  const plan = planAdmission(ctx, 'responses', { text: inputText, imageTokens: input.imageTokens }, { limit: forwarded.max_output_tokens }, character);
   const models = { model: forwarded.model as string, fallback };
 
   if (!forwarded.stream) {

@@ -41,6 +41,33 @@ export function estimateTokens(text: string): number {
 }
 
 /**
+ * An image costs the model what its pixels come to, not its bytes: scaled to fit 2048 px, then to
+ * 768 px on its short side, it is at most 8 tiles of 512 px, which OpenAI charges at most 2,833 +
+ * 8 × 5,667 = 48,169 tokens (gpt-4o-mini at high detail, the dearest per tile; gpt-4o 1,445,
+ * gpt-4.1-mini 2,489). Held as its base64 bytes, a 1 MB photo asked for 1.4 million tokens and
+ * was refused by a key with ample room. A smaller image keeps its byte count, as before.
+ */
+export const IMAGE_INPUT_TOKEN_BOUND = 48_169;
+
+/**
+ * The JSON of a request's messages (or responses `input`) with the data of every inline image left
+ * out, and the tokens those images hold: each its length, at most IMAGE_INPUT_TOKEN_BOUND. An inline
+ * image is a `data:image/` URL where the APIs take an image: chat's `image_url.url`, responses'
+ * `input_image.image_url`; the same text in a message's text is text, and counts as such.
+ * Documents and audio sent inline keep their bytes (their cost grows with their length).
+ */
+export function inputJson(value: unknown): { json: string; imageTokens: number } {
+  let imageTokens = 0;
+  const json = JSON.stringify(value, function (this: Record<string, unknown>, member: string, v: unknown) {
+    const image = typeof v === 'string' && v.startsWith('data:image/') && (member === 'url' || (member === 'image_url' && this.type === 'input_image'));
+    if (!image) return v;
+    imageTokens += Math.min(v.length, IMAGE_INPUT_TOKEN_BOUND);
+    return '';
+  });
+  return { json: json ?? '', imageTokens };
+}
+
+/**
  * The tokens a provider's usage reports, as charged: its input and output together, or its total
  * when that is more (it may count what the parts leave out); null when it reports neither, and the
  * whole hold is charged. A provider that leaves the total out, or reports less than its parts, is

@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import pg from 'pg';
@@ -270,6 +271,28 @@ describe('messaging v3: chat completions and responses through the openai client
       // The same requests without them fit, and sampling controls add nothing worth refusing.
       assert.equal((await http('POST', '/v3/chat/completions', { json: { ...chatBody, max_tokens: 10, temperature: 0.2, top_p: 0.9, seed: 7 }, headers: asKey(small) })).status, 200);
       assert.equal((await http('POST', '/v3/responses', { json: { model: 'm', input: 'Hi', max_output_tokens: 10 }, headers: asKey(small) })).status, 200);
+    });
+
+    it('an inline image holds what an image costs, not its bytes; the same text in a message counts as text', async () => {
+      const photo = `data:image/jpeg;base64,${crypto.randomBytes(1_500_000).toString('base64')}`;
+      // A key each: the fake provider's usage counts the base64 as words.
+      const headersOf = async () => ({ Authorization: `Bearer ${(await newQuotaKey(http, { token_amount: 60_000 })).key}` });
+      const chat = await http('POST', '/v3/chat/completions', {
+        headers: await headersOf(),
+        json: { model: 'm', max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'text', text: 'What is in this photo?' }, { type: 'image_url', image_url: { url: photo, detail: 'high' } }] }] },
+      });
+      assert.equal(chat.status, 200, JSON.stringify(chat.body).slice(0, 300));
+      assert.equal(lastCall('/v1/chat/completions').body.messages[0].content[1].image_url.url, photo, 'the image reaches the provider whole');
+      const response = await http('POST', '/v3/responses', {
+        headers: await headersOf(),
+        json: { model: 'm', max_output_tokens: 10, input: [{ role: 'user', content: [{ type: 'input_text', text: 'Describe it.' }, { type: 'input_image', image_url: photo }] }] },
+      });
+      assert.equal(response.status, 200, JSON.stringify(response.body).slice(0, 300));
+      // Base64 written as text is read by the model as text: it holds its tokens.
+      const asText = photo.slice(0, 400_000);
+      const refused = await http('POST', '/v3/chat/completions', { headers: await headersOf(), json: { model: 'm', max_tokens: 10, messages: [{ role: 'user', content: asText }] } });
+      assertError(refused, 429, 'quota_exceeded', '/v3/chat/completions');
+      assert.match(refused.body.detail.message, /the request needs up to \d+ tokens/);
     });
 
     it('charges input + output when the provider reports a total below them', async () => {
