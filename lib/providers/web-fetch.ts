@@ -266,7 +266,9 @@ async function vetHost(url: URL, original: string, options: FetchPageOptions): P
     const cls = classifyAddress(a.address);
     if (cls === null || !isAllowed(cls, options)) {
       const what = cls === null ? 'an unrecognised' : `a ${cls.replace('_', '-')}`;
-      const via = url.href === original ? '' : ` (redirected to ${url.href})`;
+      // Compared as parsed: the parser's own spelling of the first URL (http://0x7f000001/ is
+      // http://127.0.0.1/) is not a redirect.
+      const via = URL.canParse(original) && url.href === new URL(original).href ? '' : ` (redirected to ${url.href})`;
       throw new FetchRefused(
         'private_address',
         original,

@@ -178,6 +178,11 @@ describe('URL documents: safe fetching (web-fetch)', function () {
     await refused(fetchPage(`http://[::1]:${srv.port}/article`), 'private_address');
     await refused(fetchPage(`http://[::ffff:127.0.0.1]:${srv.port}/article`), 'private_address');
     await refused(fetchPage(`http://2130706433:${srv.port}/article`), 'private_address'); // 127.0.0.1 as a number
+    // The parser's spelling of the address is not a redirect, and the reason does not say so.
+    for (const spelled of [`http://0x7f000001:${srv.port}/article`, `HTTP://LOCALHOST:${srv.port}`]) {
+      const err = await refused(fetchPage(spelled), 'private_address');
+      assert.ok(!err.message.includes('redirected'), err.message);
+    }
   });
 
   it('refuses a host name that resolves to loopback (localhost) by default', async () => {
