@@ -305,18 +305,24 @@ export async function createDocumentsFromBatch(deps: DocumentDeps, partner: stri
 }
 
 /** Whether a URL is one a document may be created from: absolute http(s), no credentials. */
-function acceptableDocumentUrl(value: string): boolean {
+/**
+ * Refuses a document URL that is not http(s), or that carries credentials (they would be stored,
+ * listed and sent to the scraping provider). `subject` names it in the message.
+ */
+function checkDocumentUrl(value: string, subject: string): void {
+  let u: URL | null = null;
   try {
-    const u = new URL(value);
-    return (u.protocol === 'http:' || u.protocol === 'https:') && !u.username && !u.password;
+    u = new URL(value);
   } catch {
-    return false;
+    // not a URL: refused below
   }
+  if (!u || (u.protocol !== 'http:' && u.protocol !== 'https:')) throw badRequest(`${subject} is not an absolute http or https URL`);
+  if (u.username || u.password) throw badRequest(`${subject} carries a user name or password; document URLs may not`);
 }
 
 /** The row of a URL document (named after the URL until the page's title is known), or why it is refused. */
 function urlDocumentRow(dest: Destination, input: Omit<CreateDocumentInput, 'type'> & { url: string }): BatchItem {
-  if (!acceptableDocumentUrl(input.url)) throw badRequest(`${JSON.stringify(input.url)} is not an absolute http or https URL`);
+  checkDocumentUrl(input.url, JSON.stringify(input.url));
   const videoId = youTubeVideoId(input.url);
   const audioVideo = videoId ? new AppError('forbidden', `video URLs are not enabled for this partner (${input.url})`) : null;
   if (audioVideo && !dest.partner.allowAudioVideo) throw audioVideo;
@@ -335,7 +341,7 @@ function urlDocumentRow(dest: Destination, input: Omit<CreateDocumentInput, 'typ
  * workflow; the page is fetched, safely, by the digitize step.
  */
 async function createDocumentFromUrl(deps: DocumentDeps, partner: string, kbName: string, input: Omit<CreateDocumentInput, 'type'> & { url: string }) {
-  if (!acceptableDocumentUrl(input.url)) throw badRequest(`${JSON.stringify(input.url)} is not an absolute http or https URL`);
+  checkDocumentUrl(input.url, JSON.stringify(input.url));
   const dest = await liveDestination(deps.db, partner, kbName, input.folder);
   const { row, pipeline, audioVideo } = urlDocumentRow(dest, input);
   const document = await insertDocument(deps.db, dest, row, audioVideo);
@@ -375,14 +381,17 @@ export async function createDocumentsFromUrls(deps: DocumentDeps, partner: strin
 export async function updateDocumentFields(db: Db, partner: string, kb: string, documentId: string, change: { name?: string; type?: 'file' | 'url'; url?: string }) {
   const { document } = await findDocument(db, partner, kb, documentId);
   if (document.deletionRequestedAt) throw new AppError('conflict', 'the document is being deleted');
-  if (change.url !== undefined && !acceptableDocumentUrl(change.url)) throw badRequest('url must be an absolute http or https URL');
+  if (change.url !== undefined) checkDocumentUrl(change.url, 'url');
   const videoId = change.url !== undefined ? { videoId: youTubeVideoId(change.url) } : {};
   return db.document.update({ where: { id: documentId }, data: { ...change, ...videoId }, include: { folder: true } });
 }
 
 /** An empty document (for manual content editing): no original, no processing. */
 export async function createEmptyDocument(db: Db, partner: string, kbName: string, input: { name: string; folder: string; type: 'file' | 'url'; url?: string }) {
-  if (input.type === 'url' && (!input.url || !acceptableDocumentUrl(input.url))) throw badRequest('form.url must be an absolute http or https URL when type is url');
+  if (input.type === 'url') {
+    if (!input.url) throw badRequest('form.url is required when type is url');
+    checkDocumentUrl(input.url, 'form.url');
+  }
   const dest = await liveDestination(db, partner, kbName, input.folder);
   return insertDocument(db, dest, {
     id: crypto.randomUUID(),

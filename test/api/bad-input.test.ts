@@ -182,6 +182,17 @@ describe('bad input', function () {
       await rejectedUpload(() => upload({ type: 'pdf', folder, file: textFile('a.txt') }), 400, /type must be one of file, url/);
     });
 
+    it('a URL document whose URL carries a user name or password is 400, saying so, alone and in a batch', async () => {
+      const url = 'https://reader:s3cret@example.com/private';
+      await rejectedUpload(() => upload({ type: 'url', folder, url }), 400, /carries a user name or password/);
+      await rejectedUpload(() => http('POST', `/api/documents/${owner.name}/${kb}/empty`, { key: owner.key, form: { name: 'n', folder, type: 'url', url } }), 400, /form\.url carries a user name or password/);
+      const before = await documentCount(kbId);
+      const batch = await http('POST', `/api/documents/${owner.name}/${kb}/batch`, { key: owner.key, json: { urls: [url], folder } });
+      assert.equal(batch.body.results[0].status, 'failed');
+      assert.match(batch.body.results[0].error, /carries a user name or password/);
+      assert.equal(await documentCount(kbId), before);
+    });
+
     it('a document with character_limit=0 is 400 (a request-level limit is positive)', async () => {
       await rejectedUpload(() => upload({ type: 'file', folder, character_limit: '0', file: textFile('a.txt') }), 400, /character_limit/);
     });
