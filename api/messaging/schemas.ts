@@ -68,6 +68,7 @@ export const responsesBody: JsonSchema = {
     input: { oneOf: [{ type: 'string', minLength: 1 }, { type: 'array', minItems: 1 }] },
     instructions: { type: ['string', 'null'] },
     max_output_tokens: tokenLimit,
+    background: { type: ['boolean', 'null'], description: 'Not offered (400 when true): a background answer is read with GET /responses/{id}, which this service does not relay' },
     previous_response_id: { type: ['string', 'null'], description: "The provider's id of an earlier answer, or the service's `resp_service_…` id of a streamed answer with knowledge (same key, 30 days)" },
   },
 };

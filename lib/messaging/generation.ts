@@ -337,6 +337,9 @@ function knowledgeRequest(forwarded: ResponsesBody, character: Character | null,
 
 export async function responses(ctx: GenerationContext, body: ResponsesBody): Promise<GenerationOutcome> {
   mark(ctx.res, 'handler');
+  // A background response is answered "queued" and read later with GET /responses/{id}, which
+  // this service does not relay: the client would pay for an answer it can never read.
+  if (body.background === true) throw new AppError('bad_request', 'background mode is not offered: send the request without background (stream it for long answers)');
   const { forwarded, fallback, service } = splitRequest(body);
   if (forwarded.previous_response_id !== undefined) forwarded.previous_response_id = await providerResponseId(ctx.deps.db, ctx.key.id, forwarded.previous_response_id);
   const character = await resolveCharacter(ctx.deps.db, ctx.key, service);

@@ -295,6 +295,16 @@ describe('messaging v3: chat completions and responses through the openai client
       assert.match(refused.body.detail.message, /the request needs up to \d+ tokens/);
     });
 
+    it('background responses are refused before the provider: their answer could never be read here', async () => {
+      const before = upstream.calls.length;
+      const res = await http('POST', '/v3/responses', { json: { model: 'm', input: 'Write a long essay.', background: true }, headers: { Authorization: `Bearer ${key}` } });
+      assertError(res, 400, 'bad_request', '/v3/responses');
+      assert.match(res.body.detail.message, /background mode is not offered/);
+      assert.equal(upstream.calls.length, before);
+      const foreground = await http('POST', '/v3/responses', { json: { model: 'm', input: 'Hi', background: false }, headers: { Authorization: `Bearer ${key}` } });
+      assert.equal(foreground.status, 200);
+    });
+
     it('charges input + output when the provider reports a total below them', async () => {
       const k = await newQuotaKey(http, { quota_type: 'chat', token_amount: 100_000 });
       upstream.respond((call) => ({ json: { ...chatCompletion(call, 'ok'), usage: { prompt_tokens: 60, completion_tokens: 40, total_tokens: 0 } } }));
