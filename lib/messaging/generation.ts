@@ -24,7 +24,7 @@ import {
   type ResponsesBody,
   type UpstreamError,
 } from './upstream.js';
-import type { RawStreamEvent } from '../providers/openai-http.js';
+import { ProviderAnswerError, type RawStreamEvent } from '../providers/openai-http.js';
 import { clientGone, SseWriter } from './sse.js';
 import { mark, sendTiming } from './timing.js';
 
@@ -266,13 +266,18 @@ export async function chatCompletions(ctx: GenerationContext, body: ChatCompleti
   sendTiming(ctx.res);
   const sse = new SseWriter(ctx.res, ctx.deps.config.messaging.sseKeepAliveMs);
   sse.start();
-  const relay = { usage: null as ProviderUsage | null };
+  const relay = { usage: null as ProviderUsage | null, finished: false };
   try {
     for await (const batch of stream) {
       await sse.write(relayChatChunks(batch, clientWantsUsage, relay));
       if (sse.closed) break;
     }
-    if (!sse.closed) await sse.data('[DONE]');
+    if (!sse.closed) {
+      // A stream that stops before its answer did (the connection closed cleanly mid-answer) must
+      // not end in [DONE], which tells the client the answer is whole.
+      if (!relay.finished && !stream.sawDone) throw new ProviderAnswerError('its stream ended before the answer did (no finish_reason, no [DONE])');
+      await sse.data('[DONE]');
+    }
   } catch (caught) {
     const err = caught instanceof RelayFailure ? caught.cause : caught;
     if (caught instanceof RelayFailure && caught.relayed) await sse.write(caught.relayed);
@@ -296,15 +301,17 @@ class RelayFailure extends Error {
 }
 
 const carriesUsage = /"usage"\s*:\s*\{/;
+const namesFinishReason = /"finish_reason"\s*:\s*"/;
 
 /**
  * The SSE text of a batch of chat-completion chunks, as the provider sent them: a chunk is parsed
  * only when it may be an error event or carries usage (recorded; taken out again when the client
  * did not ask for it, the usage-only chunk dropped altogether). Everything else passes unparsed.
  */
-function relayChatChunks(batch: RawStreamEvent[], clientWantsUsage: boolean, relay: { usage: ProviderUsage | null }): string {
+function relayChatChunks(batch: RawStreamEvent[], clientWantsUsage: boolean, relay: { usage: ProviderUsage | null; finished: boolean }): string {
   let out = '';
   for (const e of batch) {
+    if (!relay.finished && namesFinishReason.test(e.data)) relay.finished = true;
     if (mayBeFailure(e)) {
       const failure = streamFailure(e.event, JSON.parse(e.data) as Record<string, unknown>);
       if (failure) throw new RelayFailure(failure, out);
@@ -388,12 +395,13 @@ async function passThroughResponses(ctx: GenerationContext, client: ReturnType<t
   sendTiming(ctx.res);
   const sse = new SseWriter(ctx.res, ctx.deps.config.messaging.sseKeepAliveMs);
   sse.start();
-  const relay = { usage: null as ProviderUsage | null, last: 0 };
+  const relay = { usage: null as ProviderUsage | null, last: 0, ended: false };
   try {
     for await (const batch of stream) {
       await sse.write(relayResponseEvents(batch, relay));
       if (sse.closed) break;
     }
+    if (!sse.closed && !relay.ended) throw new ProviderAnswerError(STREAM_CUT_SHORT);
   } catch (caught) {
     const err = caught instanceof RelayFailure ? caught.cause : caught;
     if (caught instanceof RelayFailure && caught.relayed) await sse.write(caught.relayed);
@@ -407,12 +415,16 @@ async function passThroughResponses(ctx: GenerationContext, client: ReturnType<t
 
 const sequenceNumber = /"sequence_number"\s*:\s*(\d+)/;
 
+/** The events that end a response stream; one that stops before any of them was cut short. */
+const FINAL_RESPONSE_EVENTS = new Set(['response.completed', 'response.incomplete', 'response.failed']);
+const STREAM_CUT_SHORT = 'its stream ended before the response did (no response.completed, .incomplete or .failed)';
+
 /**
  * The SSE text of a batch of response events, as the provider sent them. An event is parsed only
  * when it may be an error event, names no type in its `event:` line, or completes the response
  * (its usage is recorded); its sequence number is read from the text.
  */
-function relayResponseEvents(batch: RawStreamEvent[], relay: { usage: ProviderUsage | null; last: number }): string {
+function relayResponseEvents(batch: RawStreamEvent[], relay: { usage: ProviderUsage | null; last: number; ended: boolean }): string {
   let out = '';
   for (const e of batch) {
     let parsed: ResponseEvent | null = null;
@@ -424,6 +436,7 @@ function relayResponseEvents(batch: RawStreamEvent[], relay: { usage: ProviderUs
     let type = e.event;
     if (!type) type = (parsed ??= JSON.parse(e.data) as ResponseEvent).type;
     if (type === 'response.completed') relay.usage = (parsed ?? (JSON.parse(e.data) as ResponseEvent)).response?.usage ?? null;
+    if (FINAL_RESPONSE_EVENTS.has(type)) relay.ended = true;
     const seq = sequenceNumber.exec(e.data);
     if (seq) relay.last = Number(seq[1]);
     out += `event: ${type}\ndata: ${e.data}\n\n`;
@@ -470,6 +483,7 @@ async function knowledgeResponsesStream(
   };
   let usage: ProviderUsage | null = null;
   let reachedModel = false;
+  let ended = false;
   let aliasRecorded: Promise<void> | null = null;
   try {
     await emit('response.created', { response: base });
@@ -499,7 +513,8 @@ async function knowledgeResponsesStream(
         );
       }
       if (type === 'response.created' || type === 'response.in_progress' || type === 'response.queued') continue;
-      if (type === 'response.completed' || type === 'response.incomplete' || type === 'response.failed') {
+      if (FINAL_RESPONSE_EVENTS.has(type)) {
+        ended = true;
         // A client that chains from the finished answer finds its id recorded.
         await aliasRecorded;
         usage = event.response?.usage ?? null;
@@ -511,6 +526,7 @@ async function knowledgeResponsesStream(
       if (typeof fields.output_index === 'number') fields.output_index += SERVICE_ITEMS;
       await emit(type, fields);
     }
+    if (!sse.closed && !ended) throw new ProviderAnswerError(STREAM_CUT_SHORT);
   } catch (err) {
     if (!isClientAbort(err)) {
       sse.start();

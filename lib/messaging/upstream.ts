@@ -1,4 +1,4 @@
-import { OpenAiHttp, ProviderHttpError, ProviderTimeoutError, type RawStreamEvent, type StreamEvent } from '../providers/openai-http.js';
+import { OpenAiHttp, ProviderAnswerError, ProviderHttpError, ProviderTimeoutError, type RawStreamEvent, type StreamEvent } from '../providers/openai-http.js';
 import type { Config } from '../platform/config.js';
 import { AppError } from '../platform/errors.js';
 
@@ -159,6 +159,9 @@ export function toUpstreamError(err: unknown, model: string): UpstreamError {
     // An error event inside a stream: the provider's own error object, as a provider fault.
     const message = err.error?.message ?? err.message;
     return new UpstreamError(`model ${model}: ${message}`, 502, { message, type: err.error?.type ?? 'server_error', code: err.error?.code ?? null, param: err.error?.param ?? null });
+  }
+  if (err instanceof ProviderAnswerError) {
+    return new UpstreamError(`model ${model}: the provider's answer could not be used: ${err.message}`, 502, { message: `the provider's answer could not be used: ${err.message}`, type: 'server_error', code: 'upstream_invalid_response' });
   }
   const message = (err as Error)?.message ?? String(err);
   return new UpstreamError(`model ${model}: the provider could not be reached (${message})`, 502, { message, type: 'server_error', code: 'upstream_unreachable' });

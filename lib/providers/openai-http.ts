@@ -40,6 +40,14 @@ export class ProviderConnectionError extends Error {
   override name = 'ProviderConnectionError';
 }
 
+/**
+ * The provider answered, but not as the protocol says: a body that is not JSON, a stream that
+ * ended before its answer did. It may have done the work.
+ */
+export class ProviderAnswerError extends Error {
+  override name = 'ProviderAnswerError';
+}
+
 /** An event of a stream: its data as JSON, and its `event:` name when it had one. */
 export interface StreamEvent {
   event: string | null;
@@ -47,6 +55,11 @@ export interface StreamEvent {
 }
 
 /** An event of a stream as it arrived: its `event:` name (or null) and its data's text, not parsed. */
+/** A stream's events in batches; once they are read, `sawDone` says whether `[DONE]` ended them (a chat stream's end). */
+export interface EventBatches extends AsyncIterable<RawStreamEvent[]> {
+  readonly sawDone: boolean;
+}
+
 export interface RawStreamEvent {
   event: string | null;
   data: string;
@@ -65,7 +78,12 @@ export class OpenAiHttp {
   /** POST a JSON body, answer the JSON the provider returns. */
   async json<T>(path: string, body: unknown, signal: AbortSignal): Promise<T> {
     const res = await this.post(path, body, signal, 'application/json');
-    return JSON.parse(await readAll(res)) as T;
+    const text = await readAll(res);
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      throw new ProviderAnswerError(`its answer is not JSON (${res.headers['content-type'] ?? 'no content type'}: ${JSON.stringify(text.slice(0, 80))})`);
+    }
   }
 
   /** POST a JSON body that asks for a stream; the events as they arrive, parsed, until `[DONE]` or the end. */
@@ -79,9 +97,11 @@ export class OpenAiHttp {
    * step per network read rather than per event, and no JSON work for events it passes on as they
    * are.
    */
-  async streamRaw(path: string, body: unknown, signal: AbortSignal): Promise<AsyncIterable<RawStreamEvent[]>> {
+  async streamRaw(path: string, body: unknown, signal: AbortSignal): Promise<EventBatches> {
     const res = await this.post(path, body, signal, 'text/event-stream');
-    return readEventBatches(res);
+    const end = { done: false };
+    const batches = readEventBatches(res, end);
+    return { [Symbol.asyncIterator]: () => batches, get sawDone() { return end.done; } };
   }
 
   private post(path: string, body: unknown, signal: AbortSignal, accept: string): Promise<http.IncomingMessage> {
@@ -153,7 +173,7 @@ async function readAll(res: http.IncomingMessage): Promise<string> {
  * `[DONE]` ends the events, but the answer is read to its end: a response left unread would close
  * a connection the pool keeps for the next call.
  */
-async function* readEventBatches(res: http.IncomingMessage): AsyncGenerator<RawStreamEvent[]> {
+async function* readEventBatches(res: http.IncomingMessage, end: { done: boolean }): AsyncGenerator<RawStreamEvent[]> {
   res.setEncoding('utf8');
   let pending = '';
   let event: string | null = null;
@@ -173,6 +193,7 @@ async function* readEventBatches(res: http.IncomingMessage): AsyncGenerator<RawS
             const payload = data.length === 1 ? data[0]! : data.join('\n');
             if (payload === '[DONE]') {
               done = true;
+              end.done = true;
               break;
             }
             batch.push({ event, data: payload });

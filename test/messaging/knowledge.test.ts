@@ -149,6 +149,21 @@ describe('messaging v3: knowledge context and visibility items', function () {
     assert.equal(final.id, events[0].response.id);
   });
 
+  it('a knowledge stream the provider ends before response.completed ends in an error event, not a completed response', async () => {
+    upstream.respond((call) => ({ sse: responseEvents(call, 'Every ninety seconds.').slice(0, 5), named: true, done: false }));
+    try {
+      const res = await fetch(`${api.url}/v3/responses`, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${openai.apiKey}` }, body: JSON.stringify({ model: 'm', input: question, stream: true, metadata: { service } }) });
+      const events = (await res.text()).split('\n\n').filter(Boolean).map((e) => ({ type: /^event: (.*)$/m.exec(e)?.[1], data: JSON.parse(/^data: (.*)$/m.exec(e)![1]!) }));
+      assert.equal(events[6]!.type, 'response.file_search_call.completed', 'the service items came first');
+      assert.ok(!events.some((e) => e.type === 'response.completed'));
+      assert.equal(events.at(-1)!.type, 'error');
+      assert.equal(events.at(-1)!.data.code, 'upstream_invalid_response');
+      assert.deepEqual(events.map((e) => e.data.sequence_number), events.map((_, i) => i));
+    } finally {
+      upstream.respond(responder);
+    }
+  });
+
   it("a streamed answer's id can be named as previous_response_id by the same key: the provider gets its own id for it", async () => {
     const providerIds: string[] = [];
     upstream.respond((call) => {

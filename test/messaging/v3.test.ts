@@ -476,6 +476,40 @@ describe('messaging v3: chat completions and responses through the openai client
       assert.ok(!text.includes('[DONE]'));
     });
 
+    it('a chat stream the provider ends mid-answer (no finish_reason, no [DONE]) ends in an error, not [DONE]; a finished one without [DONE] ends in [DONE]', async () => {
+      upstream.respond((call) => ({ sse: chatChunks(call, 'one two three').slice(0, 3), done: false }));
+      const cut = dataOf(await streamOf(key, { model: 'm', messages: [{ role: 'user', content: 'x' }], stream: true }));
+      assert.equal(cut.slice(0, -1).map((d) => JSON.parse(d).choices[0].delta.content ?? '').join(''), 'one two ');
+      assert.equal(JSON.parse(cut.at(-1)!).error.code, 'upstream_invalid_response');
+      assert.match(JSON.parse(cut.at(-1)!).error.message, /stream ended before the answer did/);
+      assert.ok(!cut.includes('[DONE]'));
+
+      upstream.respond((call) => ({ sse: chatChunks(call, 'one two three'), done: false }));
+      const whole = dataOf(await streamOf(key, { model: 'm', messages: [{ role: 'user', content: 'x' }], stream: true }));
+      assert.equal(whole.at(-1), '[DONE]');
+      assert.equal(whole.slice(0, -1).map((d) => JSON.parse(d).choices[0].delta.content ?? '').join(''), 'one two three');
+    });
+
+    it('a responses stream the provider ends before response.completed ends in an error event', async () => {
+      upstream.respond((call) => ({ sse: responseEvents(call, 'The answer.').slice(0, 5), named: true, done: false }));
+      const text = await streamOf(key, { model: 'm', input: 'x', stream: true }, '/v3/responses');
+      const events = text.split('\n\n').filter(Boolean).map((e) => ({ type: /^event: (.*)$/m.exec(e)?.[1], data: JSON.parse(/^data: (.*)$/m.exec(e)![1]!) }));
+      assert.ok(!events.some((e) => e.type === 'response.completed'));
+      const last = events.at(-1)!;
+      assert.equal(last.type, 'error');
+      assert.equal(last.data.code, 'upstream_invalid_response');
+      assert.equal(last.data.sequence_number, 5);
+    });
+
+    it("a 200 answer that is not JSON is a 502 saying the provider's answer could not be used", async () => {
+      upstream.respond(() => ({ raw: '<html><body>Bad gateway page</body></html>', contentType: 'text/html' }));
+      const res = await http('POST', '/v3/chat/completions', { json: { model: 'm', messages: [{ role: 'user', content: 'x' }] }, headers: { Authorization: `Bearer ${key}` } });
+      assert.equal(res.status, 502);
+      assert.equal(res.body.detail.code, 'upstream_error');
+      assert.equal(res.body.error.code, 'upstream_invalid_response');
+      assert.match(res.body.detail.message, /answer could not be used: its answer is not JSON \(text\/html/);
+    });
+
     it('an error event in the middle of a responses stream ends it with an error event numbered after the last', async () => {
       upstream.respond((call) => ({ sse: [...responseEvents(call, 'The answer.').slice(0, 4), { type: 'error', code: 'overloaded', message: 'the model went away', sequence_number: 4 }], named: true, done: false }));
       const text = await streamOf(key, { model: 'm', input: 'x', stream: true }, '/v3/responses');
