@@ -91,6 +91,12 @@ function otherModelInput(forwarded: Record<string, unknown>, counted: readonly s
   return other ? JSON.stringify(other) : '';
 }
 
+/** A chat request's output limit; with both fields the larger, as a provider may honour either. */
+function chatOutputLimit(body: ChatCompletionBody): number | undefined {
+  const limits = [body.max_completion_tokens, body.max_tokens].filter((n): n is number => typeof n === 'number');
+  return limits.length ? Math.max(...limits) : undefined;
+}
+
 /** Room held for injected knowledge before it is known (full chunks plus their headings), by max_results. */
 const allowances = new Map<number, number>();
 function knowledgeAllowance(c: Character | null): number {
@@ -232,7 +238,7 @@ export async function chatCompletions(ctx: GenerationContext, body: ChatCompleti
   // Room is held for the knowledge to come: a refused request costs no search.
   const messages = inputJson(forwarded.messages);
   const inputText = messages.json + (character?.prompt ?? '') + otherModelInput(forwarded, ['messages']);
-  const plan = planAdmission(ctx, 'chat', { text: inputText, imageTokens: messages.imageTokens }, { limit: forwarded.max_completion_tokens ?? forwarded.max_tokens, choices: forwarded.n ?? 1 }, character);
+  const plan = planAdmission(ctx, 'chat', { text: inputText, imageTokens: messages.imageTokens }, { limit: chatOutputLimit(forwarded), choices: forwarded.n ?? 1 }, character);
   const models = { model: forwarded.model as string, fallback };
 
   // Chat completions keep their normal shape: the character and its knowledge become a system

@@ -241,7 +241,7 @@ describe('messaging v3: chat completions and responses through the openai client
       assert.equal(sent, 1, 'the SDK did not retry');
     });
 
-    it('a hold covers every one of n choices, and the tools and response formats the model reads as input', async () => {
+    it('a hold covers every one of n choices, the larger of two output limits, and the tools and response formats the model reads as input', async () => {
       const base = estimateTokens(JSON.stringify(chatBody.messages));
       const callsNow = () => upstream.calls.length;
       const asKey = (k: { key: string }) => ({ Authorization: `Bearer ${k.key}` });
@@ -259,6 +259,11 @@ describe('messaging v3: chat completions and responses through the openai client
         assertError(res, 400, 'bad_request', '/v3/chat/completions');
         assert.match(res.body.detail.message, /body\.n /);
       }
+
+      // With both output limits the larger is held: a provider may honour either.
+      const bothLimits = await newQuotaKey(http, { quota_type: 'chat', token_amount: base + 500 });
+      assertError(await http('POST', '/v3/chat/completions', { json: { ...chatBody, max_completion_tokens: 10, max_tokens: 1000 }, headers: asKey(bothLimits) }), 429, 'quota_exceeded', '/v3/chat/completions');
+      assert.equal((await http('POST', '/v3/chat/completions', { json: { ...chatBody, max_completion_tokens: 400, max_tokens: 10 }, headers: asKey(bothLimits) })).status, 200);
 
       // A short message with 6 KB of tool definitions costs the tools' tokens too.
       const tools = [{ type: 'function', function: { name: 'lookup', description: 'Looks things up. '.repeat(350), parameters: { type: 'object', properties: {} } } }];
