@@ -6,8 +6,10 @@ import { assertQuotaType, authenticateQuotaKey, type MessagingEndpoint } from '.
 import { mark, startTiming } from '../../lib/messaging/timing.js';
 
 /** Every endpoint a quota key opens, with the quota type it needs and the error style of its interface. */
-const quotaEndpoints: Array<{ method: 'get' | 'post'; path: string; endpoint: MessagingEndpoint; style: ErrorStyle }> = [
+const quotaEndpoints: Array<{ method: 'get' | 'post'; path: string; endpoint: MessagingEndpoint | MessagingEndpoint[]; style: ErrorStyle }> = [
   { method: 'post', path: '/v3/chat/completions', endpoint: 'chat', style: 'messaging' },
+  { method: 'get', path: '/v3/models', endpoint: ['chat', 'responses'], style: 'messaging' },
+  { method: 'get', path: '/v3/models/:model', endpoint: ['chat', 'responses'], style: 'messaging' },
   { method: 'post', path: '/v3/responses', endpoint: 'responses', style: 'messaging' },
   { method: 'post', path: '/v2/completions', endpoint: 'legacy', style: 'messaging' },
   { method: 'get', path: '/v2/completions/:id', endpoint: 'legacy', style: 'messaging' },

@@ -6,7 +6,9 @@ import type { QuotaKeyPrincipal } from '../../lib/messaging/quota-keys.js';
 import { chatCompletions, responses, type GenerationContext, type GenerationOutcome } from '../../lib/messaging/generation.js';
 import { UpstreamError, type ChatCompletionBody, type ResponsesBody } from '../../lib/messaging/upstream.js';
 import { readLegacyCompletion, requestLegacyCompletion, type LegacyInput } from '../../lib/messaging/legacy.js';
-import { chatCompletionBody, legacyCompletionBody, legacyIdParams, messagingErrors, responsesBody } from './schemas.js';
+import { chatCompletionBody, legacyCompletionBody, legacyIdParams, messagingErrors, modelParams, responsesBody } from './schemas.js';
+import { listModels, readModel } from '../../lib/messaging/models.js';
+import { clientGone } from '../../lib/messaging/sse.js';
 import { serviceVersion } from '../../lib/platform/version.js';
 
 const startedAt = Date.now();
@@ -22,11 +24,25 @@ async function generate<B extends ChatCompletionBody | ResponsesBody>(input: Han
     outcome = await run({ deps, key, requestId: input.requestId, log: input.log, res: input.res }, input.body);
   } catch (err) {
     if (!(err instanceof UpstreamError)) throw err;
-    input.log.warn('model provider failed', { status: err.status, detail: err.message });
-    const endpoint = input.req.originalUrl.split('?')[0];
-    return { status: err.status, body: { error: err.openaiError, detail: { code: err.code, message: err.message, context: { request_id: input.requestId, endpoint } } } };
+    return upstreamFailure(input, err);
   }
   return 'json' in outcome ? { body: outcome.json } : undefined;
+}
+
+function upstreamFailure<P, Q, B>(input: HandlerInput<P, Q, B>, err: UpstreamError): Reply {
+  input.log.warn('model provider failed', { status: err.status, detail: err.message });
+  const endpoint = input.req.originalUrl.split('?')[0];
+  return { status: err.status, body: { error: err.openaiError, detail: { code: err.code, message: err.message, context: { request_id: input.requestId, endpoint } } } };
+}
+
+/** A provider answer relayed as JSON (the model list); provider failures as in `generate`. */
+async function relay<P>(input: HandlerInput<P>, call: (signal: AbortSignal) => Promise<unknown>): Promise<Reply> {
+  try {
+    return { body: await call(clientGone(input.res).signal) };
+  } catch (err) {
+    if (!(err instanceof UpstreamError)) throw err;
+    return upstreamFailure(input, err);
+  }
 }
 
 /** The messaging interface (spec: messaging.md). Error bodies: `{detail: {code, message, context}}`. */
@@ -57,6 +73,19 @@ export function messagingRoutes(deps: ApiDeps): RouteDefinition[] {
       body: { type: 'json', schema: responsesBody },
       responses: { 200: { description: 'A response object, or an SSE stream of response events' }, ...messagingErrors },
       handler: (input) => generate(input, deps, responses),
+    }),
+    defineRoute({
+      method: 'get', path: '/v3/models', access: 'quota', summary: "The model provider's model list (quota key)",
+      description: `${quotaKeyAuth} Needs quota type \`chat\`, \`responses\` or \`any\`. The provider's \`GET /models\` answer as it sent it (\`{object: "list", data: [{id, object, created, owned_by}]}\`), kept by each API process for 60 s; the official SDK's \`models.list()\`. Costs no quota.`,
+      responses: { 200: { description: 'The model list' }, ...messagingErrors },
+      handler: (input) => relay(input, (signal) => listModels(deps, signal)),
+    }),
+    defineRoute<{ model: string }>({
+      method: 'get', path: '/v3/models/{model}', access: 'quota', summary: 'One model of the provider (quota key)',
+      description: `${quotaKeyAuth} Needs quota type \`chat\`, \`responses\` or \`any\`. The provider's \`GET /models/{model}\` answer; an unknown model is the provider's 404, with its OpenAI error in \`error\`. Costs no quota.`,
+      params: modelParams,
+      responses: { 200: { description: 'The model' }, ...messagingErrors },
+      handler: (input) => relay(input, (signal) => readModel(deps, input.params.model, signal)),
     }),
     defineRoute<unknown, unknown, { input: LegacyInput }>({
       method: 'post', path: '/v2/completions', access: 'quota', deprecated: true, summary: 'Legacy completion (deprecated: use /v3)',

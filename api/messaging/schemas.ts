@@ -111,6 +111,8 @@ export const legacyCompletionBody: JsonSchema = {
   },
 };
 
+export const modelParams: JsonSchema = { type: 'object', required: ['model'], properties: { model: { type: 'string', minLength: 1, maxLength: 200 } } };
+
 export const legacyIdParams: JsonSchema = { type: 'object', required: ['id'], properties: { id: { type: 'string', minLength: 1, maxLength: 100 } } };
 
 export const createQuotaKeyBody: JsonSchema = {

@@ -167,8 +167,10 @@ export async function authenticateQuotaKey(db: Db, key: string | null, cacheSeco
   return principal;
 }
 
-export function assertQuotaType(principal: QuotaKeyPrincipal, endpoint: MessagingEndpoint): void {
-  if (principal.quotaType !== 'any' && principal.quotaType !== endpoint) {
-    throw new AppError('forbidden', `this key's quota type is ${principal.quotaType}; this endpoint needs a ${endpoint} (or any) key`);
+/** Refuses a key whose quota type opens none of `endpoints` (a list: the model list serves chat and responses keys alike). */
+export function assertQuotaType(principal: QuotaKeyPrincipal, endpoints: MessagingEndpoint | readonly MessagingEndpoint[]): void {
+  const needed: readonly string[] = typeof endpoints === 'string' ? [endpoints] : endpoints;
+  if (principal.quotaType !== 'any' && !needed.includes(principal.quotaType)) {
+    throw new AppError('forbidden', `this key's quota type is ${principal.quotaType}; this endpoint needs a ${needed.join(' or ')} (or any) key`);
   }
 }

@@ -126,7 +126,16 @@ export const providerCalls = {
   response: (client: OpenAiHttp, body: ResponsesBody & { stream: false }, signal: AbortSignal) => client.json<ResponseObject>('responses', body, signal),
   responseStream: (client: OpenAiHttp, body: ResponsesBody & { stream: true }, signal: AbortSignal) => client.streamRaw('responses', body, signal),
   responseEvents: async (client: OpenAiHttp, body: ResponsesBody & { stream: true }, signal: AbortSignal) => dataOf<ResponseEvent>(await client.stream('responses', body, signal)),
+  models: (client: OpenAiHttp, signal: AbortSignal) => client.get<ModelList>('models', signal),
+  model: (client: OpenAiHttp, id: string, signal: AbortSignal) => client.get<Record<string, unknown>>(`models/${encodeURIComponent(id)}`, signal),
 };
+
+/** The provider's `GET /models` answer: `{object: "list", data: [{id, object: "model", created, owned_by}]}`. */
+export interface ModelList {
+  object: string;
+  data: unknown[];
+  [member: string]: unknown;
+}
 
 /** A model-provider failure, answered in the OpenAI error shape plus the service's `detail`. */
 export class UpstreamError extends AppError {

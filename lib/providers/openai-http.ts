@@ -54,12 +54,12 @@ export interface StreamEvent {
   data: Record<string, unknown>;
 }
 
-/** An event of a stream as it arrived: its `event:` name (or null) and its data's text, not parsed. */
 /** A stream's events in batches; once they are read, `sawDone` says whether `[DONE]` ended them (a chat stream's end). */
 export interface EventBatches extends AsyncIterable<RawStreamEvent[]> {
   readonly sawDone: boolean;
 }
 
+/** An event of a stream as it arrived: its `event:` name (or null) and its data's text, not parsed. */
 export interface RawStreamEvent {
   event: string | null;
   data: string;
@@ -77,13 +77,12 @@ export class OpenAiHttp {
 
   /** POST a JSON body, answer the JSON the provider returns. */
   async json<T>(path: string, body: unknown, signal: AbortSignal): Promise<T> {
-    const res = await this.post(path, body, signal, 'application/json');
-    const text = await readAll(res);
-    try {
-      return JSON.parse(text) as T;
-    } catch {
-      throw new ProviderAnswerError(`its answer is not JSON (${res.headers['content-type'] ?? 'no content type'}: ${JSON.stringify(text.slice(0, 80))})`);
-    }
+    return jsonOf<T>(await this.send(path, body, signal, 'application/json'));
+  }
+
+  /** GET a resource (the model list), answer its JSON. */
+  async get<T>(path: string, signal: AbortSignal): Promise<T> {
+    return jsonOf<T>(await this.send(path, null, signal, 'application/json'));
   }
 
   /** POST a JSON body that asks for a stream; the events as they arrive, parsed, until `[DONE]` or the end. */
@@ -98,23 +97,23 @@ export class OpenAiHttp {
    * are.
    */
   async streamRaw(path: string, body: unknown, signal: AbortSignal): Promise<EventBatches> {
-    const res = await this.post(path, body, signal, 'text/event-stream');
+    const res = await this.send(path, body, signal, 'text/event-stream');
     const end = { done: false };
     const batches = readEventBatches(res, end);
     return { [Symbol.asyncIterator]: () => batches, get sawDone() { return end.done; } };
   }
 
-  private post(path: string, body: unknown, signal: AbortSignal, accept: string): Promise<http.IncomingMessage> {
+  /** A POST of `body` as JSON, or a GET when `body` is null; resolves with a 2xx answer's head. */
+  private send(path: string, body: unknown, signal: AbortSignal, accept: string): Promise<http.IncomingMessage> {
     const url = new URL(path.replace(/^\//, ''), this.base);
-    const payload = Buffer.from(JSON.stringify(body));
+    const payload = body === null ? null : Buffer.from(JSON.stringify(body));
     return new Promise((resolve, reject) => {
       if (signal.aborted) return reject(abortError());
       const req = (url.protocol === 'https:' ? https : http).request(url, {
-        method: 'POST',
+        method: payload ? 'POST' : 'GET',
         agent: this.agent,
         headers: {
-          'content-type': 'application/json',
-          'content-length': payload.length,
+          ...(payload ? { 'content-type': 'application/json', 'content-length': payload.length } : {}),
           accept,
           ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}),
         },
@@ -135,7 +134,7 @@ export class OpenAiHttp {
         if (status >= 200 && status < 300) return resolve(res);
         readAll(res).then((text) => reject(httpError(status, text)), reject);
       });
-      req.end(payload);
+      req.end(payload ?? undefined);
     });
   }
 }
@@ -155,6 +154,16 @@ function httpError(status: number, text: string): ProviderHttpError {
     // not JSON: the status says enough
   }
   return new ProviderHttpError(status, error, error?.message ?? `${status} ${text.slice(0, 200) || http.STATUS_CODES[status] || 'error'}`);
+}
+
+/** A whole answer as JSON; an answer that is not JSON is the provider's fault, said so. */
+async function jsonOf<T>(res: http.IncomingMessage): Promise<T> {
+  const text = await readAll(res);
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    throw new ProviderAnswerError(`its answer is not JSON (${res.headers['content-type'] ?? 'no content type'}: ${JSON.stringify(text.slice(0, 80))})`);
+  }
 }
 
 async function readAll(res: http.IncomingMessage): Promise<string> {

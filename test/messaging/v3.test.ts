@@ -145,6 +145,46 @@ describe('messaging v3: chat completions and responses through the openai client
     });
   });
 
+  describe('models', () => {
+    const list = { object: 'list', data: [{ id: 'small-model', object: 'model', created: 1, owned_by: 'provider' }, { id: 'large-model', object: 'model', created: 2, owned_by: 'provider' }] };
+    const modelsResponder = (call: UpstreamCall) => {
+      if (call.path === '/v1/models') return { json: list };
+      const found = list.data.find((m) => call.path === `/v1/models/${m.id}`);
+      return found ? { json: found } : { status: 404, json: { error: { message: `The model '${call.path.split('/').at(-1)}' does not exist`, type: 'invalid_request_error', code: 'model_not_found' } } };
+    };
+
+    it("lists the provider's models through the openai client (kept 60 s), and reads one; an unknown one is the provider's 404", async () => {
+      upstream.respond(modelsResponder);
+      const before = upstream.callsTo('/v1/models').length;
+      const ids: string[] = [];
+      for await (const m of openai.models.list()) ids.push(m.id);
+      assert.deepEqual(ids, ['small-model', 'large-model']);
+      const again: string[] = [];
+      for await (const m of openai.models.list()) again.push(m.id);
+      assert.deepEqual(again, ids);
+      assert.ok(upstream.callsTo('/v1/models').length - before <= 1, 'the second list came from the process');
+      assert.equal(upstream.callsTo('/v1/models')[0]?.method, 'GET');
+      assert.equal((await openai.models.retrieve('large-model')).created, 2);
+      await assert.rejects(openai.models.retrieve('no-such-model'), (e: any) => e.status === 404 && /does not exist/.test(e.message));
+    });
+
+    it('needs a chat, responses or any key; costs no quota', async () => {
+      upstream.respond(modelsResponder);
+      assert.equal((await http('GET', '/v3/models')).status, 401);
+      const speech = await newQuotaKey(http, { quota_type: 'speech' });
+      const refused = await http('GET', '/v3/models', { headers: { Authorization: `Bearer ${speech.key}` } });
+      assert.equal(refused.status, 403);
+      assert.equal(refused.body.detail.code, 'forbidden');
+      assert.match(refused.body.detail.message, /needs a chat or responses \(or any\) key/);
+      const responsesKey = await newQuotaKey(http, { quota_type: 'responses', token_amount: 1 });
+      const listed = await http('GET', '/v3/models', { headers: { Authorization: `Bearer ${responsesKey.key}` } });
+      assert.equal(listed.status, 200);
+      assert.equal(listed.body.data.length, 2);
+      const keys = await http('GET', '/api/quota-keys', { key: testStack().adminApiKey });
+      assert.equal(keys.body.find((k: { id: string }) => k.id === responsesKey.id).tokens_consumed, 0);
+    });
+  });
+
   describe('keys', () => {
     it('accepts the key as Authorization: Bearer and as X-API-Key', async () => {
       const body = { model: 'm', messages: [{ role: 'user', content: 'Hi' }] };
