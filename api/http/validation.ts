@@ -1,6 +1,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { badRequest } from '../../lib/platform/errors.js';
+import { hasControlCharacters } from '../../lib/platform/text.js';
 
 export type JsonSchema = Record<string, unknown>;
 
@@ -17,6 +18,17 @@ export const decimalAmountPattern = '^\\d{1,20}(?:\\.\\d{1,8})?$';
 // 1e-9 are refused instead of being rounded when stored, and 1e25 instead of overflowing the column.
 const decimalAmount = new RegExp(decimalAmountPattern);
 for (const ajv of [strict, coercing]) ajv.addFormat('decimal-8', { type: 'number', validate: (n: number) => decimalAmount.test(String(n)) });
+/**
+ * `x-no-control-characters: true` on a string: a name a person reads (a knowledge base, a folder, a
+ * document) holds no C0 control character or DEL: a line break in a name breaks every listing,
+ * log line and file name it appears in. An extension keyword, so the OpenAPI document may carry it.
+ */
+const noControlCharacters = function check(enabled: boolean, value: string): boolean {
+  if (!enabled || !hasControlCharacters(value)) return true;
+  (check as unknown as { errors: Partial<ErrorObject>[] }).errors = [{ keyword: 'x-no-control-characters', message: 'must not contain control characters', params: {} }];
+  return false;
+};
+for (const ajv of [strict, coercing]) ajv.addKeyword({ keyword: 'x-no-control-characters', type: 'string', schemaType: 'boolean', errors: true, validate: noControlCharacters });
 
 const compiledStrict = new WeakMap<JsonSchema, ValidateFunction>();
 const compiledCoercing = new WeakMap<JsonSchema, ValidateFunction>();

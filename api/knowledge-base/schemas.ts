@@ -3,6 +3,9 @@ import { ocrLanguages, ocrLanguagesSetting } from '../../lib/digitization/ocr.js
 
 /** JSON Schemas of the knowledge-base interface: request validation and the OpenAPI document. */
 export const nameString = (what: string): JsonSchema => ({ type: 'string', minLength: 1, maxLength: 200, description: what });
+/** A name being given (created or renamed); lookups take any name, so one given before this rule can still be reached. */
+const newName = (what: string): JsonSchema => ({ ...nameString(what), 'x-no-control-characters': true });
+const documentName: JsonSchema = { type: 'string', minLength: 1, maxLength: 500, 'x-no-control-characters': true };
 
 export const partnerName: JsonSchema = {
   type: 'string',
@@ -73,7 +76,7 @@ export const createKnowledgeBaseForm: JsonSchema = {
   required: ['name'],
   additionalProperties: false,
   properties: {
-    name: nameString('Knowledge base name, unique within the partner'),
+    name: newName('Knowledge base name, unique within the partner'),
     character_limit: nonNegativeInteger,
     token_limit: nonNegativeInteger,
     dollar_limit_usd: dollarAmount,
@@ -88,7 +91,7 @@ export const createFolderForm: JsonSchema = {
   required: ['name'],
   additionalProperties: false,
   properties: {
-    name: nameString('Folder name, unique within the knowledge base'),
+    name: newName('Folder name, unique within the knowledge base'),
     type: { type: 'string', enum: ['regular', 'video_channel'], default: 'regular' },
     channel_url: {
       type: 'string',
@@ -138,7 +141,7 @@ export const createDocumentForm: JsonSchema = {
     type: { type: 'string', enum: ['file', 'url'] },
     folder: nameString('Target folder name'),
     url: { type: 'string', maxLength: 8192 },
-    name: { type: 'string', maxLength: 500 },
+    name: { ...documentName, minLength: 0 },
     expert_name: { type: 'string', maxLength: 500 },
     user_email: { type: 'string', maxLength: 320 },
     auto_rewrite: formBoolean,
@@ -316,14 +319,14 @@ export const emptyDocumentForm: JsonSchema = {
   required: ['name', 'folder', 'type'],
   additionalProperties: false,
   properties: {
-    name: { type: 'string', minLength: 1, maxLength: 500 },
+    name: documentName,
     folder: nameString('Target folder name'),
     type: { type: 'string', enum: ['file', 'url'] },
     url: { type: 'string', maxLength: 8192 },
   },
 };
 
-export const renameForm: JsonSchema = { type: 'object', required: ['name'], additionalProperties: false, properties: { name: { type: 'string', minLength: 1, maxLength: 500 } } };
+export const renameForm: JsonSchema = { type: 'object', required: ['name'], additionalProperties: false, properties: { name: documentName } };
 export const typeForm: JsonSchema = { type: 'object', required: ['type'], additionalProperties: false, properties: { type: { type: 'string', enum: ['file', 'url'] } } };
 export const urlForm: JsonSchema = { type: 'object', required: ['url'], additionalProperties: false, properties: { url: { type: 'string', minLength: 1, maxLength: 8192 } } };
 /** Optional cursor pagination of the document listings (README, "Document listings"); without it the whole list. */

@@ -182,6 +182,22 @@ describe('bad input', function () {
       await rejectedUpload(() => upload({ type: 'pdf', folder, file: textFile('a.txt') }), 400, /type must be one of file, url/);
     });
 
+    it('a knowledge base, folder or document name with a control character is 400 and nothing is created or renamed', async () => {
+      const kbsBefore = await kbNames();
+      assertRejected(await http('POST', `/api/knowledgebases/${owner.name}`, { key: owner.key, form: { name: 'two\nlines' } }), 400, /form\.name must not contain control characters/);
+      assert.deepEqual(await kbNames(), kbsBefore);
+      const foldersBefore = await folderNames();
+      assertRejected(await http('POST', `/api/folders/${owner.name}/${kb}`, { key: owner.key, form: { name: 'tab\there' } }), 400, /form\.name must not contain control characters/);
+      assert.deepEqual(await folderNames(), foldersBefore);
+      await rejectedUpload(() => upload({ type: 'file', folder, name: 'bell\u0007', file: textFile('a.txt') }), 400, /form\.name must not contain control characters/);
+      const created = await upload({ type: 'file', folder, name: 'Harbour notes', file: textFile('a.txt') });
+      assert.equal(created.status, 201);
+      assertRejected(await http('PUT', `/api/documents/${owner.name}/${kb}/${created.body.id}/name`, { key: owner.key, form: { name: 'carriage\rreturn' } }), 400, /must not contain control characters/);
+      assert.equal((await http('GET', `/api/document/${owner.name}/${kb}/${created.body.id}`, { key: owner.key })).body.name, 'Harbour notes');
+      // Names that are only unusual pass: accents, emoji, right-to-left text.
+      assert.equal((await http('PUT', `/api/documents/${owner.name}/${kb}/${created.body.id}/name`, { key: owner.key, form: { name: 'Café ✓ مرفأ' } })).status, 200);
+    });
+
     it('a URL document whose URL carries a user name or password is 400, saying so, alone and in a batch', async () => {
       const url = 'https://reader:s3cret@example.com/private';
       await rejectedUpload(() => upload({ type: 'url', folder, url }), 400, /carries a user name or password/);
@@ -503,10 +519,10 @@ describe('bad input', function () {
 
     it('the /v3/ error context echoes an incoming request id', async () => {
       const requestId = `trace-${crypto.randomBytes(6).toString('hex')}`;
-      const res = await http('GET', '/v3/models/unknown?x=1', { headers: { 'X-Request-Id': requestId } });
+      const res = await http('GET', '/v3/engines/unknown?x=1', { headers: { 'X-Request-Id': requestId } });
       assert.equal(res.status, 404);
       assert.equal(res.body.detail.context.request_id, requestId);
-      assert.equal(res.body.detail.context.endpoint, '/v3/models/unknown');
+      assert.equal(res.body.detail.context.endpoint, '/v3/engines/unknown');
     });
   });
 
