@@ -137,7 +137,7 @@ const EARLY_CALL_MAX_HOLDS_IN_FLIGHT = 4;
  */
 function planAdmission(ctx: GenerationContext, endpoint: 'chat' | 'responses', input: { text: string; imageTokens: number }, output: { limit: number | undefined; choices?: number }, character: Character | null): PlannedAdmission {
   const operationKey = `${endpoint}-${ctx.requestId}-${crypto.randomUUID()}`;
-  const inputText = input.text;
+  const { text: inputText } = input;
   // Each of n choices may use the whole output limit, and the provider charges them all.
   const rest = input.imageTokens + knowledgeAllowance(character) + (output.limit ?? ctx.deps.config.messaging.defaultOutputTokenBound) * (output.choices ?? 1);
   const ask = (tokens: number) => reserveQuota(ctx.deps.db, { quotaKeyId: ctx.key.id, operationKey, endpoint, tokens, holdMs: holdLifetimeMs(ctx.deps.config.messaging.upstreamTimeoutSeconds) });
