@@ -2,7 +2,7 @@ import { Context } from '@temporalio/activity';
 import type { Db } from '../lib/platform/db.js';
 import type { FileStorage } from '../lib/platform/storage.js';
 import { documentFiles } from '../lib/platform/storage.js';
-import { countCharacters } from '../lib/platform/text.js';
+import { countCharacters, nameFromTitle } from '../lib/platform/text.js';
 import { acceptDigitizedCharacters } from '../lib/knowledge/content/updates.js';
 import { fetchPage, FetchRefused, isTransientFetchFailure } from '../lib/providers/web-fetch.js';
 import { extractPage, UnsupportedContentType } from '../lib/digitization/article.js';
@@ -24,6 +24,12 @@ import fsp from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
 import os from 'node:os';
 import path from 'node:path';
+
+/** The source's title as the document's name, while the name is still the one taken from its URL or file. */
+function nameFromSource(doc: { nameFromSource: boolean }, title: string | null | undefined): { name: string; nameFromSource: false } | Record<string, never> {
+  const name = doc.nameFromSource ? nameFromTitle(title) : null;
+  return name ? { name, nameFromSource: false } : {};
+}
 
 export interface DigitizationActivityDeps {
   embedder: Pick<EmbeddingProvider, 'paid'>;
@@ -97,7 +103,7 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
       data: {
         fileOriginal: `page.${extension}`,
         originalExtension: extension,
-        ...(doc.nameFromSource && extracted.title ? { name: extracted.title.slice(0, 500), nameFromSource: false } : {}),
+        ...nameFromSource(doc, extracted.title),
       },
     });
     return { charCount: countCharacters(extracted.text), cached: false };
@@ -123,7 +129,7 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
       data: {
         fileOriginal: 'transcript.txt',
         originalExtension: 'txt',
-        ...(doc.nameFromSource && transcript.title ? { name: transcript.title.slice(0, 500), nameFromSource: false } : {}),
+        ...nameFromSource(doc, transcript.title),
       },
     });
     return { charCount: countCharacters(transcript.text), cached: false };
@@ -191,7 +197,7 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
             originalExtension: 'md',
             digitizationProvider: scraper.settings.name,
             digitizationCostUsd: record.costUsd,
-            ...(doc.nameFromSource && record.title ? { name: record.title.slice(0, 500), nameFromSource: false } : {}),
+            ...nameFromSource(doc, record.title),
           },
         });
       });

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import { AppError } from '../platform/errors.js';
+import { nameFromTitle } from '../platform/text.js';
 import { checkHeadroom } from '../budget/ledger.js';
 import { documentWorkflowId, type PipelineStep } from '../contracts/document-pipeline.js';
 import type { ChannelStepResult } from '../contracts/channel-source.js';
@@ -58,8 +59,8 @@ async function importVideo(
         data: {
           knowledgeBaseId: source.knowledgeBaseId,
           folderId: source.folderId,
-          name: video.title?.trim().slice(0, 500) || url,
-          nameFromSource: !video.title?.trim(),
+          name: nameFromTitle(video.title) ?? url,
+          nameFromSource: !nameFromTitle(video.title),
           type: 'url',
           url,
           videoId: video.videoId,

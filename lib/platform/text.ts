@@ -56,6 +56,20 @@ export function hasControlCharacters(text: string): boolean {
   return false;
 }
 
+/**
+ * A title found in a source (a web page, a video, a document's metadata) as a name: control
+ * characters and runs of whitespace become one space, ends trimmed, at most `max` characters
+ * (never half a surrogate pair); null when nothing is left. Names a client gives are refused with
+ * control characters (api/http/validation.ts); names taken from sources are cleaned the same way.
+ */
+export function nameFromTitle(title: string | null | undefined, max = 500): string | null {
+  if (!title) return null;
+  const flat = replaceControlCharacters(title, ' ').replace(/\s+/g, ' ').trim();
+  let end = Math.min(flat.length, max);
+  if (splitsSurrogatePair(flat, end)) end--;
+  return flat.slice(0, end).trimEnd() || null;
+}
+
 /** `text` with every C0 control character and DEL replaced by `replacement`. */
 export function replaceControlCharacters(text: string, replacement: string): string {
   let out = '';

@@ -72,7 +72,7 @@ describe('LLM rewriting', function () {
       const { url } = JSON.parse(body);
       scrapes.push({ url, authorization: req.headers.authorization });
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ success: true, creditsUsed: 2, data: { markdown: `# Tides\n\nScraped from ${url}: tides follow the moon.`, metadata: { title: 'Tides explained', statusCode: 200, sourceURL: url } } }));
+      res.end(JSON.stringify({ success: true, creditsUsed: 2, data: { markdown: `# Tides\n\nScraped from ${url}: tides follow the moon.`, metadata: { title: '\n  Tides\r\n\texplained\u0007 ', statusCode: 200, sourceURL: url } } }));
     });
     scraper.listen(0, '127.0.0.1');
     await new Promise((r) => scraper.once('listening', r));

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { hasControlCharacters, replaceControlCharacters, trimLineEnds, trimOf } from '../../lib/platform/text.js';
+import { hasControlCharacters, nameFromTitle, replaceControlCharacters, trimLineEnds, trimOf } from '../../lib/platform/text.js';
 import { renderCleanMarkdown } from '../../lib/knowledge/content/clean-markdown.js';
 
 describe('text helpers', () => {
@@ -13,6 +13,15 @@ describe('text helpers', () => {
     assert.equal(hasControlCharacters('report\n.pdf'), true);
     assert.equal(hasControlCharacters('Bericht über Zölle.pdf'), false);
     assert.equal(replaceControlCharacters('a\u0000b\u007fc\td', '_'), 'a_b_c_d');
+  });
+
+  it('a title becomes a name on one line: no control characters, spaces collapsed, cut at the limit but never inside an emoji', () => {
+    assert.equal(nameFromTitle('\n  Tides\r\n\texplained\u0007 \u0000'), 'Tides explained');
+    assert.equal(nameFromTitle('Port  Vell – Faro ✓'), 'Port Vell – Faro ✓');
+    assert.equal(nameFromTitle(' \n\t\u0001 '), null);
+    assert.equal(nameFromTitle(null), null);
+    assert.equal(nameFromTitle('abc😀def', 4), 'abc');
+    assert.equal(nameFromTitle('ab cd', 3), 'ab');
   });
 });
 

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { normalizeLineEnds } from '../../platform/text.js';
+import { nameFromTitle, normalizeLineEnds } from '../../platform/text.js';
 import type { ExtractionLimits } from '../../platform/config.js';
 import type { SpeechToTextEngine } from '../../providers/speech-to-text.js';
 import { isPlainText } from '../formats.js';
@@ -39,7 +39,7 @@ export async function extractFile(filePath: string, extension: string, options: 
   const result = await extractByKind(filePath, ext, options);
   const text = isPlainText(ext) ? normalizeLineEnds(result.text) : tidyExtractedText(result.text);
   if (text.trim() === '') throw new UnreadableDocument(emptyReason(ext));
-  return { text, title: result.title?.replace(/\s+/g, ' ').trim() || null };
+  return { text, title: nameFromTitle(result.title) };
 }
 
 /** Formats parsed in this process go through a bounded thread (extractors/isolated.ts); the others through bounded tools. */
