@@ -55,12 +55,13 @@ async function importVideo(
         return { kind: 'duplicate' };
       }
       const url = videoUrl(video.videoId);
+      const title = nameFromTitle(video.title);
       const document = await tx.document.create({
         data: {
           knowledgeBaseId: source.knowledgeBaseId,
           folderId: source.folderId,
-          name: nameFromTitle(video.title) ?? url,
-          nameFromSource: !nameFromTitle(video.title),
+          name: title ?? url,
+          nameFromSource: !title,
           type: 'url',
           url,
           videoId: video.videoId,

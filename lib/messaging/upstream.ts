@@ -170,7 +170,8 @@ export function toUpstreamError(err: unknown, model: string): UpstreamError {
     return new UpstreamError(`model ${model}: ${message}`, 502, { message, type: err.error?.type ?? 'server_error', code: err.error?.code ?? null, param: err.error?.param ?? null });
   }
   if (err instanceof ProviderAnswerError) {
-    return new UpstreamError(`model ${model}: the provider's answer could not be used: ${err.message}`, 502, { message: `the provider's answer could not be used: ${err.message}`, type: 'server_error', code: 'upstream_invalid_response' });
+    const message = `the provider's answer could not be used: ${err.message}`;
+    return new UpstreamError(`model ${model}: ${message}`, 502, { message, type: 'server_error', code: 'upstream_invalid_response' });
   }
   const message = (err as Error)?.message ?? String(err);
   return new UpstreamError(`model ${model}: the provider could not be reached (${message})`, 502, { message, type: 'server_error', code: 'upstream_unreachable' });
