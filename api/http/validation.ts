@@ -1,6 +1,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { badRequest } from '../../lib/platform/errors.js';
+import { schemaErrorField, schemaErrorMessage, withoutRejectedAlternatives } from '../../lib/platform/schema-errors.js';
 import { hasControlCharacters } from '../../lib/platform/text.js';
 
 export type JsonSchema = Record<string, unknown>;
@@ -16,8 +17,9 @@ addFormats(coercing);
 export const decimalAmountPattern = '^\\d{1,20}(?:\\.\\d{1,8})?$';
 // The same amount as a JSON number: its shortest representation must match, so 0.123456789 or
 // 1e-9 are refused instead of being rounded when stored, and 1e25 instead of overflowing the column.
+// The sign is the schema's `minimum`'s to judge.
 const decimalAmount = new RegExp(decimalAmountPattern);
-for (const ajv of [strict, coercing]) ajv.addFormat('decimal-8', { type: 'number', validate: (n: number) => decimalAmount.test(String(n)) });
+for (const ajv of [strict, coercing]) ajv.addFormat('decimal-8', { type: 'number', validate: (n: number) => decimalAmount.test(String(Math.abs(n))) });
 /**
  * `x-no-control-characters: true` on a string: a name a person reads (a knowledge base, a folder, a
  * document) holds no C0 control character or DEL: a line break in a name breaks every listing,
@@ -43,22 +45,25 @@ function validatorFor(schema: JsonSchema, coerce: boolean): ValidateFunction {
   return fn;
 }
 
+/** The amount's pattern or format spelled out as a regular expression tells a reader nothing. */
+const isDecimalAmountError = (e: ErrorObject) =>
+  (e.keyword === 'pattern' && (e.params as { pattern: string }).pattern === decimalAmountPattern) || (e.keyword === 'format' && (e.params as { format: string }).format === 'decimal-8');
+
 /**
  * Each failure as the field it concerns (its dotted path inside the part, e.g.
  * `input.profile_schema.age.type`; the part itself, e.g. `body`, for the whole) and a sentence.
  */
 function failures(where: string, errors: ErrorObject[]): Array<{ field: string; message: string }> {
   return errors.map((e) => {
-    const path = e.instancePath.split('/').filter(Boolean).map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'));
-    if (e.keyword === 'required') return { field: [...path, (e.params as { missingProperty: string }).missingProperty].join('.'), message: 'is required' };
-    if (e.keyword === 'additionalProperties') return { field: [...path, (e.params as { additionalProperty: string }).additionalProperty].join('.'), message: 'is not allowed' };
-    const message = e.keyword === 'enum' ? `must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')}` : (e.message ?? 'is invalid');
+    const path = schemaErrorField(e);
+    const message = isDecimalAmountError(e) ? 'must be a decimal amount: at most 20 digits, and at most 8 after the point' : schemaErrorMessage(e);
     return { field: path.length ? path.join('.') : where, message };
   });
 }
 
 /** The 400 of an invalid part: a sentence for `{detail}` interfaces, `fieldErrors` for the 422 ones. */
-function invalid(where: string, errors: ErrorObject[]) {
+function invalid(where: string, reported: ErrorObject[]) {
+  const errors = withoutRejectedAlternatives(reported);
   const list = failures(where, errors);
   // Null prototype: a field named `valueOf` or `__proto__` is a field like any other.
   const fieldErrors: Record<string, string[]> = Object.create(null);

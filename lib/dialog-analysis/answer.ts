@@ -1,3 +1,4 @@
+import { schemaErrorField, schemaErrorMessage, withoutRejectedAlternatives } from '../platform/schema-errors.js';
 import type { CallerSchema } from './caller-schema.js';
 import { seconds } from './caller-schema.js';
 import type { AjvError, SchemaSandbox } from './schema-sandbox.js';
@@ -46,11 +47,7 @@ function parseJson(content: string): { value: unknown } | { error: string } {
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function errorLine(half: string, e: AjvError): string {
-  const path = [half, ...e.instancePath.split('/').slice(1).map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'))];
-  if (e.keyword === 'required') return `${[...path, String(e.params.missingProperty)].join('.')}: is required`;
-  if (e.keyword === 'additionalProperties') return `${[...path, String(e.params.additionalProperty)].join('.')}: is not allowed`;
-  if (e.keyword === 'enum' && Array.isArray(e.params.allowedValues)) return `${path.join('.')}: must be one of ${e.params.allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
-  return `${path.join('.')}: ${e.message ?? `fails ${e.keyword}`}`;
+  return `${[half, ...schemaErrorField(e)].join('.')}: ${schemaErrorMessage(e, (v) => JSON.stringify(v))}`;
 }
 
 /** At most 50 lines and 4,000 characters, saying how many more there were. */
@@ -93,6 +90,6 @@ export async function judgeAnswer(
   if ('crashed' in result) return invalid(`answer: could not be validated: ${result.crashed}`);
   if ('compileError' in result) return invalid(`answer: could not be validated: the schemas do not compile (${result.compileError.message})`);
   if (!('errors' in result)) return invalid('answer: could not be validated');
-  const lines = [...(result.errors.profile ?? []).map((e) => errorLine('profile', e)), ...(result.errors.feedback ?? []).map((e) => errorLine('feedback', e))];
+  const lines = (['profile', 'feedback'] as const).flatMap((half) => withoutRejectedAlternatives(result.errors[half] ?? []).map((e) => errorLine(half, e)));
   return lines.length ? invalid(...lines) : { valid: true, output: JSON.stringify(output) };
 }

@@ -144,17 +144,24 @@ describe('dialog analysis workflow: answers conform to the schemas, or the analy
 
   it('schemas strict mode cannot express go in JSON mode with the schemas in the prompt; ajv still checks what the mode cannot', async () => {
     const token = newToken();
-    const profile = { scores: { type: 'object', additionalProperties: { type: 'integer' } }, code: { type: 'string', pattern: '^[A-Z]{3}$' } };
-    const answer = (code: string) => ({ profile: { scores: { grammar: 3 }, code }, feedback: validAnswer.feedback });
-    upstream.respond(forDialog(token, [json(answer('abc')), json(answer('ABC'))]));
+    const profile = {
+      scores: { type: 'object', additionalProperties: { type: 'integer' } },
+      code: { type: 'string', pattern: '^[A-Z]{3}$' },
+      tags: { type: 'array', items: { anyOf: [{ type: 'string', maxLength: 3 }, { type: 'integer', minimum: 0 }] } },
+    };
+    const answer = (code: string, tags: unknown[]) => ({ profile: { scores: { grammar: 3 }, code, tags }, feedback: validAnswer.feedback });
+    upstream.respond(forDialog(token, [json(answer('abc', ['abcd', -1, true, 'ok'])), json(answer('ABC', ['ok', 4]))]));
     const created = await create(http, partner.key, dialogInput(token, { profile_schema: profile }));
     const done = await waitForState(http, partner.key, created.id, 'completed');
-    assert.deepEqual(done.output, answer('ABC'));
+    assert.deepEqual(done.output, answer('ABC', ['ok', 4]));
     const calls = callsOf(token);
     assert.equal(calls.length, 2);
     assert.deepEqual(calls[0]!.body.response_format, { type: 'json_object' });
     assert.ok(calls[0]!.body.messages[0].content.includes('"additionalProperties":{"type":"integer"}'));
     assert.match(lastUserMessage(calls[1]!), /profile\.code: must match pattern "\^\[A-Z\]\{3\}\$"/);
+    // Of alternatives, the one of the value's type says what is wrong; a value of no alternative's type is told the types.
+    const tagLines = lastUserMessage(calls[1]!).split('\n').filter((line) => line.includes('profile.tags'));
+    assert.deepEqual(tagLines, ['- profile.tags.0: must NOT have more than 3 characters', '- profile.tags.1: must be >= 0', '- profile.tags.2: must be string or integer']);
   });
 
   it('a model without structured outputs: the 400 about response_format switches to JSON mode without using an attempt', async () => {
