@@ -152,6 +152,9 @@ export const createDocumentForm: JsonSchema = {
   },
 };
 
+/** A weight of the fusion: relative, so a bound as RETRIEVAL_WEIGHT_*'s loses nothing and keeps sums finite. */
+const weightValue: JsonSchema = { type: 'number', minimum: 0, maximum: 1000 };
+
 export const ragSearchBody: JsonSchema = {
   type: 'object',
   required: ['partner', 'kb', 'user_message'],
@@ -165,11 +168,11 @@ export const ragSearchBody: JsonSchema = {
     top_k: { type: 'integer', minimum: 1, maximum: 200 },
     search_multiplier: { type: 'integer', minimum: 1, maximum: 50 },
     rrf_k: { type: 'integer', minimum: 1, maximum: 1000 },
-    rrf_weight_dense: { type: 'number', minimum: 0 },
-    rrf_weight_sparse: { type: 'number', minimum: 0 },
-    rrf_weight_bm25: { type: 'number', minimum: 0 },
-    query_weight_original: { type: 'number', minimum: 0 },
-    query_weight_replaced: { type: 'number', minimum: 0 },
+    rrf_weight_dense: weightValue,
+    rrf_weight_sparse: weightValue,
+    rrf_weight_bm25: weightValue,
+    query_weight_original: weightValue,
+    query_weight_replaced: weightValue,
     fusion: { type: 'string', enum: ['score', 'rrf'], description: 'How the streams are fused: `score` (default: each stream\'s scores min-max normalised over its candidates, weighted, summed) or `rrf` (weighted reciprocal ranks with rrf_k). The rrf_weight_* fields weight the streams in both.' },
     rerank: { type: 'boolean', description: 'Re-rank the first RERANK_CANDIDATES fused results with the configured cross-encoder (default: true when RERANK_BASE_URL is set); true without a configured re-ranker is a 400' },
     collection_override: { type: 'string' },

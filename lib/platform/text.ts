@@ -57,6 +57,16 @@ export function hasControlCharacters(text: string): boolean {
 }
 
 /**
+ * Whether `text` shows nothing: only whitespace, control characters and invisible format characters
+ * (zero-width spaces and joiners, the byte-order mark, direction marks, soft hyphens), which
+ * `trim()` leaves in place. Such a query, speech input or content would be processed (and charged)
+ * for nothing.
+ */
+export function isBlank(text: string): boolean {
+  return /^[\s\p{Cc}\p{Cf}]*$/u.test(text);
+}
+
+/**
  * A title found in a source (a web page, a video, a document's metadata) as a name: control
  * characters and runs of whitespace become one space, ends trimmed, at most `max` characters
  * (never half a surrogate pair); null when nothing is left. Names a client gives are refused with

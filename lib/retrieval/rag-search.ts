@@ -4,6 +4,7 @@ import { embeddingBatchBound, embeddingUsage } from './embedding-budget.js';
 import type { Config } from '../platform/config.js';
 import type { Db } from '../platform/db.js';
 import { badRequest, forbidden } from '../platform/errors.js';
+import { isBlank } from '../platform/text.js';
 import type { EmbeddingProvider } from '../providers/embeddings.js';
 import { chunkClassFor, type SearchHit, type VectorIndex } from '../providers/vector-index.js';
 import { findKnowledgeBase } from '../knowledge/lookup.js';
@@ -174,7 +175,7 @@ export async function ragSearch(deps: RagDeps, req: RagSearchRequest, isAdmin: b
 
   const query = [req.user_message, req.robot_message].filter(Boolean).join('\n');
   // A blank query would still be embedded (and charged) and answer with arbitrary chunks.
-  if (!query.trim()) throw badRequest('user_message must contain text, not only whitespace', { fieldErrors: { user_message: ['must contain text, not only whitespace'] } });
+  if (isBlank(query)) throw badRequest('user_message must contain text, not only whitespace', { fieldErrors: { user_message: ['must contain text, not only whitespace'] } });
   const { kb } = await findKnowledgeBase(deps.db, req.partner, req.kb);
   const { settings, languages, outcome, denseSkipped } = await runSearch(deps, kb.id, query, {
     topK: req.top_k,

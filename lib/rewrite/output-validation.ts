@@ -1,3 +1,5 @@
+import { isBlank } from '../platform/text.js';
+
 /**
  * Checks a model's rewrite of one part before it may become content. The output is rejected when
  * it is empty, cut at the output limit (finish_reason `length`), withheld by a content filter, or
@@ -7,7 +9,7 @@
 export function validatePartOutput(source: string, output: string, finishReason: string | null): string | null {
   if (finishReason === 'length') return 'the output was cut off at the output token limit';
   if (finishReason === 'content_filter') return 'the output was withheld by the provider\'s content filter';
-  if (!output.trim()) return 'the output is empty';
+  if (isBlank(output)) return 'the output is empty';
   if (source.length >= 400) {
     const ratio = output.trim().length / source.trim().length;
     if (ratio < 0.15) return `the output is ${Math.round(ratio * 100)} % of the source's length (at least 15 % expected)`;

@@ -1,5 +1,6 @@
 import type { Db } from '../platform/db.js';
 import { badRequest, notFound } from '../platform/errors.js';
+import { isBlank } from '../platform/text.js';
 import type { RequestedContentType, RewriteContentType } from '../contracts/document-pipeline.js';
 
 /** Rewrite prompts (spec 4.5 GET /api/prompts/{content_type}): `auto` resolves to `article`. */
@@ -13,7 +14,7 @@ export async function readPrompt(db: Db, requested: RequestedContentType) {
 /** Replaces a content type's prompt; rewrites started afterwards use it (running attempts keep theirs). */
 export async function replacePrompt(db: Db, requested: RequestedContentType, prompt: string) {
   if (requested === 'auto') throw badRequest('auto is not a prompt of its own (it resolves per document); set article, video or book');
-  if (!prompt.trim()) throw badRequest('body.prompt must not be blank');
+  if (isBlank(prompt)) throw badRequest('body.prompt must not be blank');
   await db.rewritePrompt.upsert({ where: { contentType: requested }, create: { contentType: requested, prompt }, update: { prompt } });
   return readPrompt(db, requested);
 }

@@ -4,6 +4,7 @@ import type { Db } from '../platform/db.js';
 import { AppError } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
 import { countTokens } from '../platform/tokens.js';
+import { isBlank } from '../platform/text.js';
 import type { AudioFormat } from '../audio/encode.js';
 import type { QuotaKeyPrincipal } from '../messaging/quota-keys.js';
 import { holdLifetimeMs, releaseQuota, reserveQuota, settleQuota, type QuotaHold } from '../messaging/quota.js';
@@ -107,8 +108,8 @@ const invalid = (field: string, message: string) => new AppError('bad_request', 
 export async function serveSpeech(ctx: SpeechRequestContext, body: SpeechBody): Promise<void> {
   const { record } = ctx;
   const voiceName = typeof body.voice === 'string' ? body.voice : body.voice.id;
-  if (!voiceName.trim()) throw invalid('voice', 'must not be empty');
-  if (!body.input.trim()) throw invalid('input', 'must contain text, not only whitespace');
+  if (isBlank(voiceName)) throw invalid('voice', 'must not be empty');
+  if (isBlank(body.input)) throw invalid('input', 'must contain text, not only whitespace');
   const format = body.response_format ?? 'mp3';
   const tokens = countTokens(body.input);
   Object.assign(record, {

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { Voice } from '../../generated/prisma/client.js';
 import type { Prisma } from '../platform/db.js';
 import { badRequest, conflict, notFound } from '../platform/errors.js';
-import { hasControlCharacters } from '../platform/text.js';
+import { hasControlCharacters, isBlank } from '../platform/text.js';
 import { voiceJobWorkflowId, type VoiceJobStep } from '../contracts/voice-job.js';
 import { DEFAULT_TTS_TYPE, voiceFiles } from './files.js';
 import { embeddingTypeOf, latestTtsTypeOf, presentVoice, presentVoiceListElement, type VoiceView } from './presenters.js';
@@ -63,7 +63,7 @@ export async function listVoices(deps: VoiceApiDeps, partnerName: string) {
 
 /** Names: 1-255 characters (the schema), not blank, no control characters; kept exactly as sent. */
 export function checkVoiceName(name: string, field = 'name'): string {
-  if (!name.trim()) throw badRequest(`${field} must not be blank`);
+  if (isBlank(name)) throw badRequest(`${field} must not be blank`);
   if (hasControlCharacters(name)) throw badRequest(`${field} must not contain control characters`);
   return name;
 }

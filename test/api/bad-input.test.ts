@@ -125,6 +125,7 @@ describe('bad input', function () {
 
     it('a retrieval search whose messages are only whitespace is 400 (it would otherwise answer with arbitrary chunks)', async () => {
       assertRejected(await http('POST', '/api/rag-test/search', { key: owner.key, json: { partner: owner.name, kb, user_message: ' \n\t ', robot_message: '  ' } }), 400, /user_message must contain text, not only whitespace/);
+      assertRejected(await http('POST', '/api/rag-test/search', { key: owner.key, json: { partner: owner.name, kb, user_message: '\u200b\u200b', robot_message: '\ufeff' } }), 400, /user_message must contain text, not only whitespace/);
     });
   });
 
@@ -246,6 +247,9 @@ describe('bad input', function () {
     const searchCases: Array<[string, Record<string, unknown>, RegExp]> = [
       ['top_k="many"', { top_k: 'many' }, /top_k/],
       ['top_k=0', { top_k: 0 }, /top_k/],
+      // A weight so large that the fused scores overflow would answer scores of null.
+      ['rrf_weight_bm25 over 1000', { rrf_weight_bm25: 1e308 }, /body\.rrf_weight_bm25 must be <= 1000/],
+      ['query_weight_original over 1000', { query_weight_original: 1001 }, /body\.query_weight_original must be <= 1000/],
       ['user_message as a number', { user_message: 42 }, /user_message/],
       ['an empty user_message', { user_message: '' }, /user_message/],
       ['an unknown field', { temperature: 0.3 }, /temperature/],

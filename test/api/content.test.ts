@@ -370,6 +370,7 @@ describe('document content (spec 4.4)', function () {
     assert.equal((await putContent(k, id, 'draft', { content: 'x' })).status, 400, 'drafts are not edited by hand');
     assert.equal((await putContent(k, id, 'original', {})).status, 400, 'content is required');
     assert.equal((await putContent(k, id, 'digitized', { content: ' \n\t' })).status, 400, 'blank content is refused');
+    assert.equal((await putContent(k, id, 'rewritten', { content: '\u200b\u200d\n' })).status, 400, 'content of invisible characters only is refused');
     assert.equal((await putContent(k, crypto.randomUUID(), 'digitized', { content: 'x' })).status, 404);
     const other = await newPartner(http);
     assert.equal((await http('PUT', `${docPath(k, id)}/content/original`, { key: other.key, form: { content: 'hijack' } })).status, 403);

@@ -43,6 +43,7 @@ describe('speech: errors, keys, quota and the remote model', function () {
     ['an unknown model', { model: 'tts-2' }, 'model'],
     ['an empty input', { input: '' }, 'input'],
     ['a whitespace-only input', { input: '   \n ' }, 'input'],
+    ['an input of zero-width spaces and a byte-order mark', { input: '\u200b \u200b\ufeff' }, 'input'],
     ['an input of 2,001 characters', { input: 'a'.repeat(2001) }, 'input'],
     ['speed 0.4', { speed: 0.4 }, 'speed'],
     ['speed 1.6', { speed: 1.6 }, 'speed'],

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { hasControlCharacters, nameFromTitle, replaceControlCharacters, trimLineEnds, trimOf } from '../../lib/platform/text.js';
+import { hasControlCharacters, isBlank, nameFromTitle, replaceControlCharacters, trimLineEnds, trimOf } from '../../lib/platform/text.js';
 import { renderCleanMarkdown } from '../../lib/knowledge/content/clean-markdown.js';
 
 describe('text helpers', () => {
@@ -13,6 +13,11 @@ describe('text helpers', () => {
     assert.equal(hasControlCharacters('report\n.pdf'), true);
     assert.equal(hasControlCharacters('Bericht über Zölle.pdf'), false);
     assert.equal(replaceControlCharacters('a\u0000b\u007fc\td', '_'), 'a_b_c_d');
+  });
+
+  it('text of whitespace, controls and invisible format characters is blank; anything visible is not', () => {
+    for (const blank of ['', ' \n\t', '\u200b\u200c\u200d', '\ufeff\u2060', '\u200e\u200f\u00ad', '\u0000\u0007 ']) assert.equal(isBlank(blank), true, JSON.stringify(blank));
+    for (const text of ['.', '\u200bx', 'é', '👍', '\u3000中']) assert.equal(isBlank(text), false, JSON.stringify(text));
   });
 
   it('a title becomes a name on one line: no control characters, spaces collapsed, cut at the limit but never inside an emoji', () => {

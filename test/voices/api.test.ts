@@ -434,7 +434,7 @@ describe('voices: recordings, samples, embeddings (local engines)', function () 
       assert.match(dup.body.detail, /already exists/);
       const other = await newPartner(http);
       assert.equal((await http('POST', `/api/voices/${other.name}/empty`, { key: other.key, form: { name } })).status, 201, 'another partner may use the name');
-      for (const bad of ['', '   ', 'x'.repeat(256), 'tab\there']) {
+      for (const bad of ['', '   ', '\u200b\u200b', 'x'.repeat(256), 'tab\there']) {
         const r = await http('POST', `/api/voices/${partner.name}/empty`, { key: partner.key, form: { name: bad } });
         assert.equal(r.status, 400, `${JSON.stringify(bad)}: ${JSON.stringify(r.body)}`);
       }

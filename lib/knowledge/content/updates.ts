@@ -6,7 +6,7 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Db, Prisma } from '../../platform/db.js';
 import { AppError, badRequest, conflict } from '../../platform/errors.js';
 import { documentFiles } from '../../platform/storage.js';
-import { countCharacters, normalizeLineEnds } from '../../platform/text.js';
+import { countCharacters, isBlank, normalizeLineEnds } from '../../platform/text.js';
 import { release, reserve, settle, type SettleOutcome } from '../../budget/ledger.js';
 import { wakeBudgetBlockedWork } from '../../budget/wake.js';
 import { documentWorkflowId } from '../../contracts/document-pipeline.js';
@@ -58,7 +58,7 @@ async function submittedText(deps: ContentDeps, type: EditableContentVersion, up
     throw badRequest('the new content is missing');
   }
   text = normalizeLineEnds(text);
-  if (!text.trim()) throw badRequest(`the new ${type} content is empty`);
+  if (isBlank(text)) throw badRequest(`the new ${type} content is empty`);
   return text;
 }
 
@@ -88,7 +88,7 @@ async function replaceOriginal(deps: ContentDeps, partner: { allowAudioVideo: bo
     fileOriginal = update.file.originalName;
   } else if (!isTextOriginal(doc)) {
     throw badRequest(`original is binary (.${doc.originalExtension}); only text originals (${textOriginalExtensions.map((e) => `.${e}`).join(', ')}) can be replaced with text: upload the new original as a file`);
-  } else if (update.text === undefined || !update.text.trim()) {
+  } else if (update.text === undefined || isBlank(update.text)) {
     throw badRequest('the new original content is empty');
   }
   await makeWayForUpdate(deps.temporal, doc);
