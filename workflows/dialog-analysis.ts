@@ -1,4 +1,4 @@
-import { condition, continueAsNew, proxyActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import { condition, continueAsNew, patched, proxyActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import {
   progressQuery,
@@ -22,8 +22,11 @@ const { startDialogAnalysis, failDialogAnalysis, reopenDialogAnalysis, deleteDia
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 10 },
 });
 
-/** Transient provider failures (429, 5xx, timeouts, lost workers) tolerated per generation. */
+/** Transient provider failures (429, 5xx, timeouts, lost workers) tolerated per generation by runs started before the outage window. */
 const maxTransientFailures = 5;
+/** The outage window of runs started before DIALOG_ANALYSIS_MAX_OUTAGE_SECONDS, and of their retries. */
+const defaultMaxOutageSeconds = 1800;
+const maxBackoffMs = 5 * 60_000;
 const nextMode: Record<ResponseMode, ResponseMode | null> = { json_schema: 'json_object', json_object: 'prompt', prompt: null };
 
 /**
@@ -31,11 +34,15 @@ const nextMode: Record<ResponseMode, ResponseMode | null> = { json_schema: 'json
  * conforms to the caller's schemas, at most `maxAttempts` judged answers, then `completed` or
  * `failed` with the reason; keep the result for the retention period (one durable timer), then
  * delete it. During retention a failed analysis can be run again with the `retry` signal (as the
- * next generation, continue-as-new). Bounded: per generation at most maxAttempts answers, 5
- * transient failures and 2 response-format downgrades, each call bounded by its timeout.
+ * next generation, continue-as-new). Transient provider failures in a row are waited out (1, 2,
+ * 4 ... s, at most 5 minutes apart, longer when the provider asks) for up to `maxOutageSeconds`,
+ * so a provider outage delays an analysis rather than failing it. Bounded: per generation at most
+ * maxAttempts answers, 2 response-format downgrades and the transient failures of one outage window
+ * per answer (15 in the default 30 minutes), each call bounded by its timeout.
  */
 export async function dialogAnalysis(input: DialogAnalysisInput): Promise<string> {
   const { id, generation, maxAttempts, retentionSeconds } = input;
+  const maxOutageMs = (input.maxOutageSeconds ?? defaultMaxOutageSeconds) * 1000;
   const progress: DialogAnalysisProgress = {
     state: 'in-progress',
     step: 'prepare',
@@ -66,10 +73,15 @@ export async function dialogAnalysis(input: DialogAnalysisInput): Promise<string
   const analyse = async (first: ResponseMode): Promise<Outcome> => {
     let mode = first;
     progress.responseMode = mode;
+    // The transient failures since the provider last answered, and when the first of them ended.
+    let inARow = 0;
+    let outageSince = 0;
     for (let seq = 1; ; seq++) {
       progress.step = 'call_model';
       progress.calls = seq;
       const r: CallOutcome = await callDialogModel({ id, generation, seq, mode, retentionSeconds });
+      const transient = r.outcome === 'rate_limited' || r.outcome === 'unavailable' || r.outcome === 'ambiguous' || r.outcome === 'interrupted';
+      if (!transient) inARow = 0;
       switch (r.outcome) {
         case 'gone':
           return 'gone';
@@ -106,10 +118,20 @@ export async function dialogAnalysis(input: DialogAnalysisInput): Promise<string
           progress.transientFailures++;
           if (r.outcome === 'interrupted') progress.interruptedCalls++;
           progress.lastError = r.message;
+          if (patched('dialog-analysis-outage-window')) {
+            if (inARow++ === 0) outageSince = Date.now();
+            const lasted = Date.now() - outageSince;
+            if (lasted >= maxOutageMs) return fail(`the model API failed ${inARow} times in a row over ${Math.round(lasted / 1000)} seconds: ${r.message}`);
+            progress.step = 'backoff';
+            // Never sooner than the exponential step, so that the window holds few calls whatever the provider asks.
+            const backoff = Math.max(r.retryAfterMs ?? 0, 1000 * 2 ** (inARow - 1));
+            await sleep(Math.min(backoff, maxBackoffMs, Math.max(maxOutageMs - lasted, 100)));
+            break;
+          }
           if (progress.transientFailures > maxTransientFailures) return fail(`the model API failed ${progress.transientFailures} times: ${r.message}`);
           progress.step = 'backoff';
           const backoff = r.retryAfterMs ?? 1000 * 2 ** (progress.transientFailures - 1);
-          await sleep(Math.min(Math.max(backoff, 100), 5 * 60_000));
+          await sleep(Math.min(Math.max(backoff, 100), maxBackoffMs));
           break;
         }
       }

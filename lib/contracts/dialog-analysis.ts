@@ -26,6 +26,11 @@ export interface DialogAnalysisInput {
   retentionSeconds: number;
   /** Answers judged against the schemas before the analysis fails. */
   maxAttempts: number;
+  /**
+   * How long transient provider failures in a row are waited out before the analysis fails
+   * (DIALOG_ANALYSIS_MAX_OUTAGE_SECONDS); absent in runs started before it existed (30 minutes).
+   */
+  maxOutageSeconds?: number;
   /** 1, and one more for each operator `retry` of a failed analysis (a new run, continue-as-new). */
   generation: number;
 }

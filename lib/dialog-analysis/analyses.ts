@@ -31,7 +31,8 @@ const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const healAfterMs = 30_000;
 
 function workflowInput(deps: DialogAnalysisDeps, id: string): DialogAnalysisInput {
-  return { id, retentionSeconds: deps.config.dialogAnalysis.retentionSeconds, maxAttempts: deps.config.dialogAnalysis.maxAttempts, generation: 1 };
+  const { retentionSeconds, maxAttempts, maxOutageSeconds } = deps.config.dialogAnalysis;
+  return { id, retentionSeconds, maxAttempts, maxOutageSeconds, generation: 1 };
 }
 
 async function startWorkflow(deps: DialogAnalysisDeps, id: string, partnerName: string | null): Promise<void> {

@@ -172,6 +172,8 @@ export interface DialogAnalysisSettings {
   maxOutputTokens: number;
   /** One model call that has not answered in this time is abandoned. */
   timeoutSeconds: number;
+  /** How long transient provider failures in a row are waited out before an analysis fails. */
+  maxOutageSeconds: number;
   /** How long a finished (completed or failed) analysis can be read before it is deleted. */
   retentionSeconds: number;
   /** Creations per partner per minute (sliding window); 0: no limit. */
@@ -401,6 +403,7 @@ const configDefaults = {
   DIALOG_ANALYSIS_MAX_ATTEMPTS: '3',
   DIALOG_ANALYSIS_MAX_OUTPUT_TOKENS: '4096',
   DIALOG_ANALYSIS_TIMEOUT_SECONDS: '300',
+  DIALOG_ANALYSIS_MAX_OUTAGE_SECONDS: '1800',
   DIALOG_ANALYSIS_RETENTION_SECONDS: '86400',
   DIALOG_ANALYSIS_RATE_LIMIT_PER_MINUTE: '60',
   DIALOG_ANALYSIS_VALIDATION_TIMEOUT_MS: '5000',
@@ -657,6 +660,7 @@ function dialogAnalysisSettings(env: Env): DialogAnalysisSettings {
     maxAttempts: integerSetting('DIALOG_ANALYSIS_MAX_ATTEMPTS', read(env, 'DIALOG_ANALYSIS_MAX_ATTEMPTS'), 1, 10),
     maxOutputTokens: integerSetting('DIALOG_ANALYSIS_MAX_OUTPUT_TOKENS', read(env, 'DIALOG_ANALYSIS_MAX_OUTPUT_TOKENS'), 16, 1_000_000),
     timeoutSeconds: integerSetting('DIALOG_ANALYSIS_TIMEOUT_SECONDS', read(env, 'DIALOG_ANALYSIS_TIMEOUT_SECONDS'), 1, 600),
+    maxOutageSeconds: integerSetting('DIALOG_ANALYSIS_MAX_OUTAGE_SECONDS', read(env, 'DIALOG_ANALYSIS_MAX_OUTAGE_SECONDS'), 1, 21_600),
     retentionSeconds: integerSetting('DIALOG_ANALYSIS_RETENTION_SECONDS', read(env, 'DIALOG_ANALYSIS_RETENTION_SECONDS'), 1, 30 * 86400),
     rateLimitPerMinute: integerSetting('DIALOG_ANALYSIS_RATE_LIMIT_PER_MINUTE', read(env, 'DIALOG_ANALYSIS_RATE_LIMIT_PER_MINUTE'), 0, 1_000_000),
     validationTimeoutMs: integerSetting('DIALOG_ANALYSIS_VALIDATION_TIMEOUT_MS', read(env, 'DIALOG_ANALYSIS_VALIDATION_TIMEOUT_MS'), 100, 60_000),

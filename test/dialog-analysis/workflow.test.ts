@@ -38,6 +38,7 @@ describe('dialog analysis workflow: answers conform to the schemas, or the analy
     DIALOG_ANALYSIS_RETENTION_SECONDS: '600',
     DIALOG_ANALYSIS_RATE_LIMIT_PER_MINUTE: '1000',
     DIALOG_ANALYSIS_VALIDATION_TIMEOUT_MS: '1000',
+    DIALOG_ANALYSIS_MAX_OUTAGE_SECONDS: '4',
   });
 
   before(async function () {
@@ -205,22 +206,37 @@ describe('dialog analysis workflow: answers conform to the schemas, or the analy
     assert.deepEqual(skeleton.properties.nickname, { anyOf: [{ type: 'string' }, { type: 'null' }] });
   });
 
-  it('transient provider failures (503, 429 with retry-after-ms) are waited out without using attempts; six in a row fail the analysis', async () => {
+  it('transient provider failures (503, 429) are waited out without using attempts, 1, 2, 4 ... s apart; failures in a row for DIALOG_ANALYSIS_MAX_OUTAGE_SECONDS (4) fail the analysis', async () => {
+    // The provider asks for 100 ms; the exponential step is never shortened, so an outage costs few calls.
     const unavailable = { status: 503, json: { error: { message: 'overloaded', type: 'server_error' } }, headers: { 'retry-after-ms': '100' } };
     const limited = { status: 429, json: { error: { message: 'slow down', type: 'rate_limit_error' } }, headers: { 'retry-after-ms': '200' } };
     const recovers = newToken();
     const never = newToken();
+    const twoOutages = newToken();
     const r1 = forDialog(recovers, [unavailable, limited, json(validAnswer)]);
     const r2 = forDialog(never, [unavailable]);
-    upstream.respond((call, i) => (callOf(recovers)(call) ? r1(call, i) : r2(call, i)));
-    const [a, b] = await Promise.all([create(http, partner.key, dialogInput(recovers)), create(http, partner.key, dialogInput(never))]);
+    // An answer between two outages ends the first: each is waited out on its own.
+    const r3 = forDialog(twoOutages, [unavailable, unavailable, json(invalidAnswer), unavailable, unavailable, json(validAnswer)]);
+    upstream.respond((call, i) => (callOf(recovers)(call) ? r1(call, i) : callOf(never)(call) ? r2(call, i) : r3(call, i)));
+    const [a, b, c] = await Promise.all([
+      create(http, partner.key, dialogInput(recovers)),
+      create(http, partner.key, dialogInput(never)),
+      create(http, partner.key, dialogInput(twoOutages)),
+    ]);
     assert.deepEqual((await waitForState(http, partner.key, a.id, 'completed')).output, validAnswer);
     const progress = await finishedProgress(a.id);
     assert.equal(progress.transientFailures, 2);
     assert.equal(progress.attempts, 1);
     const failed = await waitForState(http, partner.key, b.id, 'failed');
-    assert.match(failed.error, /the model API failed 6 times: .*overloaded/);
-    assert.equal(callsOf(never).length, 6);
+    assert.match(failed.error, /^the model API failed 4 times in a row over 4 seconds: .*overloaded/);
+    const times = callsOf(never).map((call) => call.at);
+    assert.equal(times.length, 4, 'calls after 0, 1, 2 s and at the end of the window');
+    const gaps = times.slice(1).map((t, i) => t - times[i]!);
+    assert.ok(gaps[0]! >= 950 && gaps[1]! >= 1950, `waits of at least 1 s and 2 s, not the provider's 100 ms: ${gaps.join(', ')} ms`);
+    assert.deepEqual((await waitForState(http, partner.key, c.id, 'completed')).output, validAnswer);
+    const two = await finishedProgress(c.id);
+    assert.equal(two.transientFailures, 4);
+    assert.equal(two.attempts, 2);
   });
 
   it("a caller's pattern that backtracks catastrophically on the answer is cut off (DIALOG_ANALYSIS_VALIDATION_TIMEOUT_MS), and the worker goes on", async () => {

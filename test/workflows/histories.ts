@@ -31,7 +31,8 @@ function payloadText(value: unknown): string {
 /**
  * The path a run took, from its history: how it ended, and for document pipelines whether it was
  * budget-blocked, retried after a failed step, replaced by a new request, or continued as new
- * between two model calls of a rewrite. Null: not worth keeping
+ * between two model calls of a rewrite; for dialog analyses whether a provider outage was waited out.
+ * Null: not worth keeping
  * (terminated by hand, timed out).
  */
 export function pathOf(type: string, events: HistoryEvent[]): string | null {
@@ -47,6 +48,7 @@ export function pathOf(type: string, events: HistoryEvent[]): string | null {
           : last?.workflowExecutionTerminatedEventAttributes || last?.workflowExecutionTimedOutEventAttributes
             ? null
             : 'running';
+  if (ended !== null && type === 'dialogAnalysis' && events.some((e) => e.markerRecordedEventAttributes && payloadText(e).includes('dialog-analysis-outage-window'))) return `${ended}-after-outage`;
   if (ended === null || type !== 'documentPipeline') return ended;
   if (ended === 'continued-as-new' && events.some((e) => e.markerRecordedEventAttributes && payloadText(e).includes('rewrite-continues-as-new'))) return 'continued-as-new-mid-rewrite';
   if (ended !== 'completed') return ended === 'running' ? null : ended;
