@@ -128,7 +128,7 @@ export function createRewriteActivities({ db, storage, config, chatModel }: Rewr
             await turns.give();
           }
         }
-        return { knowledgeBaseId: doc.knowledgeBaseId, contentType: resolved, partCount: plan.parts.length, models: plan.models, bounds };
+        return { knowledgeBaseId: doc.knowledgeBaseId, contentType: resolved, partCount: plan.parts.length, models: plan.models, bounds, maxOutageSeconds: config.rewrite.maxOutageSeconds };
       });
     },
 

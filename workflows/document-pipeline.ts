@@ -98,6 +98,11 @@ const DEFAULT_BUDGET_RECHECK_MS = 5 * 60_000;
  */
 const MAX_UNAVAILABLE_TRIES = 5;
 const backoffMs = (n: number, hint: number | null) => Math.min(Math.max(hint ?? 1000 * 2 ** n, 100), 5 * 60_000);
+/** When every model of a part is down: the wait before the models are tried again (2 s, 4 s ... 5 min). */
+const outageBackoffMs = (round: number) => Math.min(2000 * 2 ** round, 5 * 60_000);
+/** The outage window of plans made before REWRITE_MAX_OUTAGE_SECONDS. */
+const DEFAULT_MAX_OUTAGE_SECONDS = 86_400;
+const isOutage = (r: RewriteCallOutcome) => r.outcome === 'unavailable' || r.outcome === 'ambiguous';
 
 /** A step that could not run for a reason retrying will not fix; the message goes to the document. */
 class StepFailure extends Error {}
@@ -336,10 +341,30 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
     const { plan, attemptId } = state;
     for (; state.part < plan.partCount; state.part++, state.modelIndex = 0) {
       let last: RewriteCallOutcome | null = null;
-      for (; state.modelIndex < plan.models.length; state.modelIndex++) {
-        last = await callModel(plan, attemptId, state.part, plan.models[state.modelIndex]!, state.modelIndex > 0);
-        if (last.outcome === 'accepted') break;
+      for (let round = 0; ; round++) {
+        let allDown = true;
+        for (; state.modelIndex < plan.models.length; state.modelIndex++) {
+          last = await callModel(plan, attemptId, state.part, plan.models[state.modelIndex]!, state.modelIndex > 0);
+          if (last.outcome === 'accepted') break;
+          allDown &&= isOutage(last);
+        }
+        // Every model is down (5xx, timeouts): a provider outage delays the document rather than
+        // failing it; the models are tried again until the outage has lasted the plan's window.
+        if (!last || last.outcome === 'accepted' || !allDown || !patched('rewrite-waits-out-outage')) break;
+        state.outageSince ??= Date.now();
+        const lasted = Date.now() - state.outageSince;
+        const windowMs = (plan.maxOutageSeconds ?? DEFAULT_MAX_OUTAGE_SECONDS) * 1000;
+        if (lasted >= windowMs) {
+          last = { ...last, message: `every model has been unavailable for ${Math.round(lasted / 1000)} s: ${last.message}` };
+          break;
+        }
+        const wait = Math.max(Math.min(outageBackoffMs(round), windowMs - lasted), 100);
+        progress.lastError = `every model is unavailable (${last.message}); trying again in ${Math.round(wait / 1000)} s`;
+        await sleep(wait);
+        progress.lastError = null;
+        state.modelIndex = 0;
       }
+      state.outageSince = null;
       if (last && last.outcome !== 'accepted') {
         rewriteState = null;
         const where = plan.partCount > 1 ? `part ${state.part + 1} of ${plan.partCount}: ` : '';

@@ -50,8 +50,11 @@ export interface PipelineCarry {
   paused: boolean;
   /** The first step failed for good and waits for `retry` (its failure is already recorded). */
   failure: string | null;
-  /** A rewrite attempt under way: its plan, and the part and model of the next call. */
-  rewrite: { attemptId: string; plan: RewritePlan; part: number; modelIndex: number } | null;
+  /**
+   * A rewrite attempt under way: its plan, the part and model of the next call, and since when
+   * (workflow time, ms) every model of the part has been unavailable, if they are.
+   */
+  rewrite: { attemptId: string; plan: RewritePlan; part: number; modelIndex: number; outageSince?: number | null } | null;
   /** Rewrite attempts made so far (attempt IDs stay unique across runs). */
   rewriteAttempts: number;
   budgetRechecks: number;
@@ -149,6 +152,11 @@ export interface RewritePlan {
   models: string[];
   /** Admission bound of each part's call, per model. */
   bounds: Record<string, Array<{ tokens: number; dollars?: string }>>;
+  /**
+   * How long every model of a part may be unavailable before the step fails
+   * (REWRITE_MAX_OUTAGE_SECONDS); absent in plans made before the setting (24 hours).
+   */
+  maxOutageSeconds?: number;
 }
 
 export type RewriteCallOutcome =

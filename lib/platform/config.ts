@@ -240,6 +240,8 @@ export interface RewriteSettings {
   overlapTokens: number;
   /** A call that has not answered in this time is abandoned (its usage becomes uncertain). */
   timeoutSeconds: number;
+  /** How long every model of a part may be unavailable before the rewrite step fails. */
+  maxOutageSeconds: number;
 }
 
 export interface ScraperSettings {
@@ -394,6 +396,7 @@ const configDefaults = {
   REWRITE_PART_TOKENS: '6000',
   REWRITE_OVERLAP_TOKENS: '200',
   REWRITE_TIMEOUT_SECONDS: '600',
+  REWRITE_MAX_OUTAGE_SECONDS: '86400',
   PDF_OCR_MAX_PAGES: '100',
   PDF_OCR_CONCURRENCY: '2',
   PDF_OCR_DPI: '300',
@@ -626,6 +629,7 @@ function rewriteSettings(env: Env): RewriteSettings {
     partTokens,
     overlapTokens,
     timeoutSeconds: integerSetting('REWRITE_TIMEOUT_SECONDS', read(env, 'REWRITE_TIMEOUT_SECONDS'), 1, 86400),
+    maxOutageSeconds: integerSetting('REWRITE_MAX_OUTAGE_SECONDS', read(env, 'REWRITE_MAX_OUTAGE_SECONDS'), 1, 7 * 86400),
   };
 }
 

@@ -98,6 +98,7 @@ describe('LLM rewriting', function () {
       REWRITE_OVERLAP_TOKENS: '30',
       REWRITE_MAX_OUTPUT_TOKENS: '1000',
       REWRITE_TIMEOUT_SECONDS: '2',
+      REWRITE_MAX_OUTAGE_SECONDS: '6',
     };
     api = await startApi(env);
     http = client(api.url);
@@ -265,6 +266,32 @@ describe('LLM rewriting', function () {
     assert.equal(usage.fallback_complete_usage_count, 1);
     assert.equal(usage.fallback_input_tokens_total, pass.prompt_tokens);
     assert.equal(usage.input_tokens_total, 0);
+  });
+
+  it('when every model is down the rewrite waits the outage out and goes on by itself; down for longer than REWRITE_MAX_OUTAGE_SECONDS (6) fails the step', async () => {
+    const k = await newKnowledgeBase(http);
+    const recovers = unique('outage');
+    const never = unique('gone');
+    const down = { status: 503, json: { error: { message: 'overloaded' } }, headers: { 'retry-after-ms': '20' } };
+    upstream.respond((call) => {
+      const body = JSON.stringify(call.body);
+      // The first round (5 tries of each model) finds both down; the next call is answered.
+      if (body.includes(recovers) && callsFor(recovers).length <= 10) return down;
+      if (body.includes(never)) return down;
+      return ok(call, 0);
+    });
+    const [a, b] = await Promise.all([upload(k, `${recovers}: oxbow lakes are cut-off meanders.\n`), upload(k, `${never}: a delta in a dry season.\n`)]);
+    const doc = await embedded(k, a);
+    assert.equal(doc.processing_error, null);
+    assert.equal(doc.rewrite_model, 'rw-standard', 'the tier model, once it is back');
+    assert.equal(callsFor(recovers).length, 11);
+    const failed = await eventually('the outage outlasts the window', async () => {
+      const d = await read(k, b);
+      return d.processing_error?.startsWith('REWRITE_FAILED:') ? d : null;
+    });
+    assert.match(failed.processing_error, /^REWRITE_FAILED: every model has been unavailable for \d+ s: .*overloaded/);
+    assert.ok(callsFor(never).length >= 20, `tried again after the outage began: ${callsFor(never).length} calls`);
+    assert.equal((await limits(k)).tokens.reserved, 0);
   });
 
   it('rejected output keeps its draft and its token counts, fails with REWRITE_REJECTED, and the retry endpoint resumes the rewrite', async () => {

@@ -31,7 +31,7 @@ function payloadText(value: unknown): string {
 /**
  * The path a run took, from its history: how it ended, and for document pipelines whether it was
  * budget-blocked, retried after a failed step, replaced by a new request, or continued as new
- * between two model calls of a rewrite; for dialog analyses whether a provider outage was waited out.
+ * between two model calls of a rewrite, or waited out an outage of every model; for dialog analyses whether a provider outage was waited out.
  * Null: not worth keeping
  * (terminated by hand, timed out).
  */
@@ -52,6 +52,7 @@ export function pathOf(type: string, events: HistoryEvent[]): string | null {
   if (ended === null || type !== 'documentPipeline') return ended;
   if (ended === 'continued-as-new' && events.some((e) => e.markerRecordedEventAttributes && payloadText(e).includes('rewrite-continues-as-new'))) return 'continued-as-new-mid-rewrite';
   if (ended !== 'completed') return ended === 'running' ? null : ended;
+  if (events.some((e) => e.markerRecordedEventAttributes && payloadText(e).includes('rewrite-waits-out-outage'))) return 'completed-after-outage';
   if (last && payloadText(last).includes('superseded')) return 'superseded';
   if (events.some((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'requeueStep')) return 'failed-and-retried';
   if (events.some((e) => e.upsertWorkflowSearchAttributesEventAttributes && payloadText(e).includes('budget_blocked'))) return 'budget-blocked';
