@@ -102,7 +102,12 @@ const backoffMs = (n: number, hint: number | null) => Math.min(Math.max(hint ?? 
 const outageBackoffMs = (round: number) => Math.min(2000 * 2 ** round, 5 * 60_000);
 /** The outage window of plans made before REWRITE_MAX_OUTAGE_SECONDS. */
 const DEFAULT_MAX_OUTAGE_SECONDS = 86_400;
-const isOutage = (r: RewriteCallOutcome) => r.outcome === 'unavailable' || r.outcome === 'ambiguous';
+/**
+ * A model that is down: it answered 5xx or refused the connection, so it did no work. A timed-out
+ * call (ambiguous) is not: the provider may have done and billed it, and a model too slow for a
+ * part would be paid again every round.
+ */
+const isOutage = (r: RewriteCallOutcome) => r.outcome === 'unavailable';
 
 /** A step that could not run for a reason retrying will not fix; the message goes to the document. */
 class StepFailure extends Error {}
@@ -348,7 +353,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
           if (last.outcome === 'accepted') break;
           allDown &&= isOutage(last);
         }
-        // Every model is down (5xx, timeouts): a provider outage delays the document rather than
+        // Every model is down: a provider outage delays the document rather than
         // failing it; the models are tried again until the outage has lasted the plan's window.
         if (!last || last.outcome === 'accepted' || !allDown || !patched('rewrite-waits-out-outage')) break;
         state.outageSince ??= Date.now();
