@@ -1,7 +1,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { badRequest } from '../../lib/platform/errors.js';
-import { schemaErrorField, schemaErrorMessage, withoutRejectedAlternatives } from '../../lib/platform/schema-errors.js';
+import { describedPattern, schemaErrorField, schemaErrorMessage, withoutRejectedAlternatives } from '../../lib/platform/schema-errors.js';
 import { hasControlCharacters } from '../../lib/platform/text.js';
 
 export type JsonSchema = Record<string, unknown>;
@@ -13,8 +13,9 @@ const coercing = new Ajv({ allErrors: true, useDefaults: true, coerceTypes: true
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => void;
 addFormats(strict);
 addFormats(coercing);
+const decimalAmountMessage = 'must be a decimal amount: at most 20 digits, and at most 8 after the point';
 /** An exact decimal amount (USD, stored as DECIMAL(30,8)): up to 20 digits and 8 decimals. */
-export const decimalAmountPattern = '^\\d{1,20}(?:\\.\\d{1,8})?$';
+export const decimalAmountPattern = describedPattern('^\\d{1,20}(?:\\.\\d{1,8})?$', decimalAmountMessage);
 // The same amount as a JSON number: its shortest representation must match, so 0.123456789 or
 // 1e-9 are refused instead of being rounded when stored, and 1e25 instead of overflowing the column.
 // The sign is the schema's `minimum`'s to judge.
@@ -45,9 +46,6 @@ function validatorFor(schema: JsonSchema, coerce: boolean): ValidateFunction {
   return fn;
 }
 
-/** The amount's pattern or format spelled out as a regular expression tells a reader nothing. */
-const isDecimalAmountError = (e: ErrorObject) =>
-  (e.keyword === 'pattern' && (e.params as { pattern: string }).pattern === decimalAmountPattern) || (e.keyword === 'format' && (e.params as { format: string }).format === 'decimal-8');
 
 /**
  * Each failure as the field it concerns (its dotted path inside the part, e.g.
@@ -56,7 +54,8 @@ const isDecimalAmountError = (e: ErrorObject) =>
 function failures(where: string, errors: ErrorObject[]): Array<{ field: string; message: string }> {
   return errors.map((e) => {
     const path = schemaErrorField(e);
-    const message = isDecimalAmountError(e) ? 'must be a decimal amount: at most 20 digits, and at most 8 after the point' : schemaErrorMessage(e);
+    const decimal = e.keyword === 'format' && (e.params as { format: string }).format === 'decimal-8';
+    const message = decimal ? decimalAmountMessage : schemaErrorMessage(e);
     return { field: path.length ? path.join('.') : where, message };
   });
 }

@@ -1,5 +1,6 @@
 import { decimalAmountPattern, type JsonSchema } from '../http/validation.js';
 import { ocrLanguages, ocrLanguagesSetting } from '../../lib/digitization/ocr.js';
+import { partnerNamePattern } from '../../lib/partners/partners.js';
 
 /** JSON Schemas of the knowledge-base interface: request validation and the OpenAPI document. */
 export const nameString = (what: string): JsonSchema => ({ type: 'string', minLength: 1, maxLength: 200, description: what });
@@ -9,7 +10,7 @@ const documentName: JsonSchema = { type: 'string', minLength: 1, maxLength: 500,
 
 export const partnerName: JsonSchema = {
   type: 'string',
-  pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$',
+  pattern: partnerNamePattern,
   description: 'Partner name: letters, digits, dot, underscore, hyphen; at most 64 characters',
 };
 

@@ -1,6 +1,7 @@
 import type { JsonSchema } from '../http/validation.js';
 import { quotaTypes } from '../../lib/messaging/quota-keys.js';
 import { serviceMetadataSchema } from '../../lib/messaging/service-metadata.js';
+import { partnerNamePattern } from '../../lib/partners/partners.js';
 
 /**
  * Request schemas of the messaging interface. The OpenAI-shaped bodies are validated for the
@@ -123,7 +124,7 @@ export const createQuotaKeyBody: JsonSchema = {
     name: { type: 'string', minLength: 1, maxLength: 200, description: 'A label for operators' },
     quota_type: { type: 'string', enum: [...quotaTypes], description: 'chat: /v3/chat/completions; responses: /v3/responses; legacy: /v2/completions; speech: /v2/audio/speech; any: all four' },
     token_amount: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER, description: 'Lifetime allowance of model tokens (input + output)' },
-    partner: { type: ['string', 'null'], pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$', description: "Whose knowledge bases characters may use; omitted: none" },
+    partner: { type: ['string', 'null'], pattern: partnerNamePattern, description: "Whose knowledge bases characters may use; omitted: none" },
   },
 };
 

@@ -1,6 +1,8 @@
 import { Ajv, type ErrorObject } from 'ajv';
 import type { Db } from '../platform/db.js';
 import { AppError, badRequest } from '../platform/errors.js';
+import { partnerNamePattern } from '../partners/partners.js';
+import { schemaErrorField, schemaErrorMessage, withoutRejectedAlternatives } from '../platform/schema-errors.js';
 import type { QuotaKeyPrincipal } from './quota-keys.js';
 
 /**
@@ -30,7 +32,7 @@ export const serviceMetadataSchema = {
           required: ['partner', 'kb'],
           description: 'Knowledge base searched for context (knowledge-enabled character)',
           properties: {
-            partner: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$' },
+            partner: { type: 'string', pattern: partnerNamePattern },
             kb: { type: 'string', minLength: 1, maxLength: 200 },
             max_results: { type: 'integer', minimum: 1, maximum: 12, default: 5, description: 'Sources injected into the instructions' },
           },
@@ -58,13 +60,8 @@ const ajv = new Ajv({ allErrors: true, useDefaults: true, strict: false });
 const validateMetadata = ajv.compile(serviceMetadataSchema);
 
 const describe = (errors: ErrorObject[]) =>
-  errors
-    .map((e) => {
-      const at = ['metadata.service', ...e.instancePath.split('/').filter(Boolean)].join('.');
-      if (e.keyword === 'required') return `${at}.${(e.params as { missingProperty: string }).missingProperty} is required`;
-      if (e.keyword === 'additionalProperties') return `${at}.${(e.params as { additionalProperty: string }).additionalProperty} is not allowed`;
-      return `${at} ${e.message}`;
-    })
+  withoutRejectedAlternatives(errors)
+    .map((e) => `${['metadata.service', ...schemaErrorField(e)].join('.')} ${schemaErrorMessage(e)}`)
     .join('; ');
 
 /**

@@ -3,6 +3,10 @@ import type { Partner } from '../../generated/prisma/client.js';
 import { conflict, notFound } from '../platform/errors.js';
 import { generatePartnerKey, hashKey, type Principal } from '../platform/api-keys.js';
 import { RecentLookups } from '../platform/recent-lookups.js';
+import { describedPattern } from '../platform/schema-errors.js';
+
+/** A partner's name (`{partner}` in paths): what a URL path segment, a log line and a file name all take as is. */
+export const partnerNamePattern = describedPattern('^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$', 'must be a partner name: 1-64 letters, digits, ".", "_" or "-", the first a letter or digit');
 
 /**
  * Where every file of a partner's voices lives in storage (lib/voices/files.ts builds on it), so

@@ -19,8 +19,27 @@ export function schemaErrorField(e: SchemaError): string[] {
   return path;
 }
 
-/** What is wrong with the field; `spell` writes an allowed value of an enum. */
-export function schemaErrorMessage(e: SchemaError, spell: (value: unknown) => string = String): string {
+const patternWords = new Map<string, string>();
+
+/**
+ * A `pattern` whose failure is told in words ("must be a partner name: ...") rather than as the
+ * regular expression, which tells a reader nothing. Declare a pattern through this once, use it
+ * in every schema.
+ */
+export function describedPattern(pattern: string, message: string): string {
+  patternWords.set(pattern, message);
+  return pattern;
+}
+
+/**
+ * What is wrong with the field. `spell` writes an allowed value of an enum; `ourPatterns: false`
+ * for schemas of someone else's (a dialog analysis's caller), whose patterns are not ours to describe.
+ */
+export function schemaErrorMessage(e: SchemaError, { spell = String, ourPatterns = true }: { spell?: (value: unknown) => string; ourPatterns?: boolean } = {}): string {
+  if (e.keyword === 'pattern' && ourPatterns) {
+    const words = patternWords.get((e.params as { pattern?: string }).pattern ?? '');
+    if (words) return words;
+  }
   if (e.keyword === 'required') return 'is required';
   if (e.keyword === 'additionalProperties') return 'is not allowed';
   const allowed = (e.params as { allowedValues?: unknown }).allowedValues;

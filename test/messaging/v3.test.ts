@@ -400,6 +400,12 @@ describe('messaging v3: chat completions and responses through the openai client
         assertError(res, 400, 'bad_request', '/v3/responses');
         assert.match(res.body.detail.message, /metadata/);
       }
+      const named = async (service: unknown) => (await http('POST', '/v3/responses', { json: { model: 'm', input: 'x', metadata: { service } }, headers: { Authorization: `Bearer ${key}` } })).body.detail.message;
+      assert.equal(await named({ character: { name: 'A', mood: 'x' } }), 'invalid metadata.service: metadata.service.character.mood is not allowed');
+      assert.equal(
+        await named({ character: { name: 'A', knowledge_base: { partner: 'a b', kb: 'k' } } }),
+        'invalid metadata.service: metadata.service.character.knowledge_base.partner must be a partner name: 1-64 letters, digits, ".", "_" or "-", the first a letter or digit',
+      );
       assert.equal(upstream.calls.length, before);
     });
 

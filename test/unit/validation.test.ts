@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { validate, type JsonSchema } from '../../api/http/validation.js';
-import { limitsPatchBody } from '../../api/knowledge-base/schemas.js';
+import { limitsPatchBody, partnerName } from '../../api/knowledge-base/schemas.js';
 import { speechBody } from '../../api/speech/schemas.js';
 import { AppError } from '../../lib/platform/errors.js';
 
@@ -41,6 +41,11 @@ describe('validation messages of fields that take alternatives', () => {
     assert.equal(refusal('body', limitsPatchBody, { dollar_limit_usd: 0.123456789 }).message, wanted);
     assert.equal(refusal('body', limitsPatchBody, { dollar_limit_usd: '1e3' }).message, wanted);
     assert.equal(refusal('body', limitsPatchBody, { dollar_limit_usd: -2 }).message, 'body.dollar_limit_usd must be >= 0');
+  });
+
+  it('a partner name says what it takes, not its regular expression', () => {
+    const schema: JsonSchema = { type: 'object', properties: { new_name: partnerName } };
+    assert.equal(refusal('form', schema, { new_name: 'acme 2' }, true).message, 'form.new_name must be a partner name: 1-64 letters, digits, ".", "_" or "-", the first a letter or digit');
   });
 
   it('each item of an array is judged on its own, and every error of every field is still reported', () => {
