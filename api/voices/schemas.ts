@@ -1,5 +1,6 @@
 import type { JsonSchema } from '../http/validation.js';
 import { DEFAULT_TTS_TYPE, ttsTypePattern } from '../../lib/voices/files.js';
+import { describedPattern } from '../../lib/platform/schema-errors.js';
 
 /** Request and answer schemas of the voice interface (spec 4.1, 2.1): validation and the OpenAPI document. */
 
@@ -29,7 +30,7 @@ export const sampleParams: JsonSchema = {
 export const testSampleParams: JsonSchema = {
   type: 'object',
   required: ['partner', 'voice', 'filename'],
-  properties: { partner, voice, filename: { type: 'string', pattern: '^[\\w.-]{1,128}$', description: 'A file name from the test-samples list' } },
+  properties: { partner, voice, filename: { type: 'string', pattern: describedPattern('^[\\w.-]{1,128}$', 'must be a file name of the test-samples list'), description: 'A file name from the test-samples list' } },
 };
 export const testFilesParams: JsonSchema = { type: 'object', required: ['partner', 'voice', 'tts_type'], properties: { partner, voice, tts_type: ttsType } };
 export const jobFilesParams: JsonSchema = { type: 'object', required: ['token'], properties: { token: { type: 'string', maxLength: 200 } } };
@@ -75,7 +76,7 @@ export const preferredSampleForm: JsonSchema = {
   type: 'object',
   additionalProperties: false,
   required: ['sample_index'],
-  properties: { sample_index: { type: 'string', pattern: '^\\s*(\\d{1,9})?\\s*$', description: 'A sample index, or empty to clear the preferred sample' } },
+  properties: { sample_index: { type: 'string', pattern: describedPattern('^\\s*(\\d{1,9})?\\s*$', 'must be a sample index (a whole number), or empty to clear it'), description: 'A sample index, or empty to clear the preferred sample' } },
 };
 
 export const detailError: JsonSchema = { type: 'object', required: ['detail'], properties: { detail: { type: 'string' } } };

@@ -1,5 +1,6 @@
 import { runTool, ToolFailed } from '../platform/child-process.js';
 import { detectLanguage } from '../platform/language-detection.js';
+import { describedPattern } from '../platform/schema-errors.js';
 import { unreadable } from './extractors/converters.js';
 
 /**
@@ -23,7 +24,10 @@ export const ocrLanguages: Record<string, { tesseract: string; debianPackage: st
 );
 /** The `ocr_languages` setting of a document or KB: comma-separated codes of `ocrLanguages`. */
 export const ocrLanguagesSetting = {
-  pattern: `^(?:${Object.keys(ocrLanguages).join('|')})(?:,(?:${Object.keys(ocrLanguages).join('|')})){0,4}$`,
+  pattern: describedPattern(
+    `^(?:${Object.keys(ocrLanguages).join('|')})(?:,(?:${Object.keys(ocrLanguages).join('|')})){0,4}$`,
+    `must be 1-5 comma-separated OCR language codes, each one of ${Object.keys(ocrLanguages).join(', ')}`,
+  ),
   parse: (value: string | undefined) => (value ? [...new Set(value.split(','))] : []),
 };
 

@@ -1,4 +1,5 @@
 import { partnerVoiceFilesPrefix } from '../partners/partners.js';
+import { describedPattern } from '../platform/schema-errors.js';
 
 /**
  * Storage keys of a voice's files, all under voices/<partner id>/<voice id>/ (deleting the voice
@@ -30,7 +31,7 @@ export const voiceFiles = {
 export const DEFAULT_TTS_TYPE = 'builtin';
 
 /** TTS types name a folder of test samples and a path segment: lower-case letters, digits, `.`, `_`, `-`. */
-export const ttsTypePattern = '^[a-z0-9][a-z0-9._-]{0,63}$';
+export const ttsTypePattern = describedPattern('^[a-z0-9][a-z0-9._-]{0,63}$', 'must be a TTS type: 1-64 lower-case letters, digits, ".", "_" or "-", the first a letter or digit');
 
 /** The sentences spoken as test samples after every embedding (index = `sentence_index`). */
 export const testSentences = [

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { validate, type JsonSchema } from '../../api/http/validation.js';
-import { limitsPatchBody, partnerName } from '../../api/knowledge-base/schemas.js';
+import { createKnowledgeBaseForm, limitsPatchBody, partnerName } from '../../api/knowledge-base/schemas.js';
+import { ttsTypeQuery } from '../../api/voices/schemas.js';
 import { speechBody } from '../../api/speech/schemas.js';
 import { AppError } from '../../lib/platform/errors.js';
 
@@ -43,9 +44,13 @@ describe('validation messages of fields that take alternatives', () => {
     assert.equal(refusal('body', limitsPatchBody, { dollar_limit_usd: -2 }).message, 'body.dollar_limit_usd must be >= 0');
   });
 
-  it('a partner name says what it takes, not its regular expression', () => {
+  it('a value that does not fit a pattern (partner name, OCR languages, TTS type) is told what it takes, not the regular expression', () => {
     const schema: JsonSchema = { type: 'object', properties: { new_name: partnerName } };
     assert.equal(refusal('form', schema, { new_name: 'acme 2' }, true).message, 'form.new_name must be a partner name: 1-64 letters, digits, ".", "_" or "-", the first a letter or digit');
+    const ocr = refusal('form', createKnowledgeBaseForm, { name: 'kb', ocr_languages: 'eng,klingon' }, true).message;
+    assert.match(ocr, /^form\.ocr_languages must be 1-5 comma-separated OCR language codes, each one of eng, deu, /);
+    assert.doesNotMatch(ocr, /\(\?:/, 'no regular expression');
+    assert.equal(refusal('form', ttsTypeQuery, { tts_type: 'XTTS' }, true).message, 'form.tts_type must be a TTS type: 1-64 lower-case letters, digits, ".", "_" or "-", the first a letter or digit');
   });
 
   it('each item of an array is judged on its own, and every error of every field is still reported', () => {
