@@ -59,7 +59,9 @@ export async function voiceJob(input: VoiceJobInput): Promise<string> {
   const heartbeatTimeout = `${input.heartbeatTimeoutSeconds}s`;
   const retry = { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5, nonRetryableErrorTypes: finalTypes };
   const audio = proxyActivities<Activities>({ taskQueue: input.audioTaskQueue, startToCloseTimeout: '2 hours', heartbeatTimeout, retry });
-  const main = proxyActivities<Activities>({ startToCloseTimeout: '10 minutes', heartbeatTimeout, retry });
+  // Submitting to the GPU job service: an outage of it (5xx, refused) is waited out for about 15
+  // minutes (2 s doubling to 1 minute, 20 attempts), as its status endpoint's is; a refusal fails at once.
+  const main = proxyActivities<Activities>({ startToCloseTimeout: '10 minutes', heartbeatTimeout, retry: { ...retry, maximumAttempts: 20 } });
   const polling = proxyActivities<Activities>({
     startToCloseTimeout: `${input.gpuJobTimeoutSeconds + 600}s`,
     heartbeatTimeout,

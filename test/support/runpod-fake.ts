@@ -65,6 +65,9 @@ export class RunPodFake {
   readonly statusRequests: string[] = [];
   /** Answer /status with this HTTP status (an outage) while set. */
   statusOutage: number | null = null;
+  /** Answer this many of the next /run requests with 503 (an outage of submissions); each is counted. */
+  runOutages = 0;
+  runOutageRequests = 0;
   private readonly files = new Map<string, { body: Buffer; type: string }>();
   private server!: http.Server;
   url = '';
@@ -108,6 +111,11 @@ export class RunPodFake {
     if (req.headers.authorization !== this.apiKey) return this.json(res, 401, { error: 'Unauthorized' });
     if (req.method === 'GET' && url.pathname === '/health') return this.json(res, 200, { jobs: { inQueue: 0, inProgress: 0 }, workers: { idle: 1, running: 0 } });
     if (req.method === 'POST' && url.pathname === '/run') {
+      if (this.runOutages > 0) {
+        this.runOutages--;
+        this.runOutageRequests++;
+        return this.json(res, 503, { error: 'temporarily unavailable' });
+      }
       const chunks: Buffer[] = [];
       for await (const c of req) chunks.push(c as Buffer);
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}');

@@ -197,6 +197,20 @@ describe('voices: embedding through a GPU job service (RunPod protocol)', functi
     assert.equal(await api.deps.temporal.workflow.getHandle(requested.workflow_id).result(), 'gone');
   });
 
+  it('an outage of the submission endpoint is waited out (five 503s in a row, where five attempts once failed the embedding)', async function () {
+    // The retries wait 2, 4, 8, 16 and 32 s.
+    this.timeout(240_000);
+    const name = await voiceWithSamples();
+    const jobsBefore = fake.jobList.length;
+    fake.runOutages = 5;
+    fake.runOutageRequests = 0;
+    await embed(name);
+    const v = await settled(http, partner.key, partner.name, name, 200_000);
+    assert.equal(v.status.embedding, 'completed', JSON.stringify(v.status));
+    assert.equal(fake.runOutageRequests, 5);
+    assert.equal(fake.jobList.length, jobsBefore + 1, 'one job, submitted once the service was back');
+  });
+
   it('an outage of the status endpoint is waited out', async () => {
     const name = await voiceWithSamples();
     fake.statusOutage = 503;
