@@ -1,7 +1,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { badRequest } from '../../lib/platform/errors.js';
-import { describedPattern, schemaErrorField, schemaErrorMessage, withoutRejectedAlternatives } from '../../lib/platform/schema-errors.js';
+import { describedFormat, describedPattern, schemaErrorField, schemaErrorMessage, withoutRejectedAlternatives } from '../../lib/platform/schema-errors.js';
 import { hasControlCharacters } from '../../lib/platform/text.js';
 
 export type JsonSchema = Record<string, unknown>;
@@ -20,7 +20,8 @@ export const decimalAmountPattern = describedPattern('^\\d{1,20}(?:\\.\\d{1,8})?
 // 1e-9 are refused instead of being rounded when stored, and 1e25 instead of overflowing the column.
 // The sign is the schema's `minimum`'s to judge.
 const decimalAmount = new RegExp(decimalAmountPattern);
-for (const ajv of [strict, coercing]) ajv.addFormat('decimal-8', { type: 'number', validate: (n: number) => decimalAmount.test(String(Math.abs(n))) });
+export const decimalAmountFormat = describedFormat('decimal-8', decimalAmountMessage);
+for (const ajv of [strict, coercing]) ajv.addFormat(decimalAmountFormat, { type: 'number', validate: (n: number) => decimalAmount.test(String(Math.abs(n))) });
 /**
  * `x-no-control-characters: true` on a string: a name a person reads (a knowledge base, a folder, a
  * document) holds no C0 control character or DEL: a line break in a name breaks every listing,
@@ -46,7 +47,6 @@ function validatorFor(schema: JsonSchema, coerce: boolean): ValidateFunction {
   return fn;
 }
 
-
 /**
  * Each failure as the field it concerns (its dotted path inside the part, e.g.
  * `input.profile_schema.age.type`; the part itself, e.g. `body`, for the whole) and a sentence.
@@ -54,9 +54,7 @@ function validatorFor(schema: JsonSchema, coerce: boolean): ValidateFunction {
 function failures(where: string, errors: ErrorObject[]): Array<{ field: string; message: string }> {
   return errors.map((e) => {
     const path = schemaErrorField(e);
-    const decimal = e.keyword === 'format' && (e.params as { format: string }).format === 'decimal-8';
-    const message = decimal ? decimalAmountMessage : schemaErrorMessage(e);
-    return { field: path.length ? path.join('.') : where, message };
+    return { field: path.length ? path.join('.') : where, message: schemaErrorMessage(e) };
   });
 }
 

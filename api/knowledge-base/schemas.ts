@@ -1,4 +1,4 @@
-import { decimalAmountPattern, type JsonSchema } from '../http/validation.js';
+import { decimalAmountFormat, decimalAmountPattern, type JsonSchema } from '../http/validation.js';
 import { ocrLanguages, ocrLanguagesSetting } from '../../lib/digitization/ocr.js';
 import { partnerNamePattern } from '../../lib/partners/partners.js';
 
@@ -281,7 +281,7 @@ export const limitsPatchBody: JsonSchema = {
     dollar_limit_usd: {
       anyOf: [
         { type: 'string', pattern: decimalAmountPattern },
-        { type: 'number', minimum: 0, format: 'decimal-8' },
+        { type: 'number', minimum: 0, format: decimalAmountFormat },
         { type: 'null' },
       ],
       description: 'Decimal USD, at most 8 decimal places (as a string, or a number whose shortest form has at most 8)',

@@ -47,7 +47,7 @@ function parseJson(content: string): { value: unknown } | { error: string } {
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function errorLine(half: string, e: AjvError): string {
-  return `${[half, ...schemaErrorField(e)].join('.')}: ${schemaErrorMessage(e, { spell: (v) => JSON.stringify(v), ourPatterns: false })}`;
+  return `${[half, ...schemaErrorField(e)].join('.')}: ${schemaErrorMessage(e, { spell: (v) => JSON.stringify(v), ourSchema: false })}`;
 }
 
 /** At most 50 lines and 4,000 characters, saying how many more there were. */

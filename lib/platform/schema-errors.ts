@@ -19,7 +19,8 @@ export function schemaErrorField(e: SchemaError): string[] {
   return path;
 }
 
-const patternWords = new Map<string, string>();
+/** Our patterns and formats in words, keyed `pattern:<regex>` / `format:<name>`. */
+const words = new Map<string, string>();
 
 /**
  * A `pattern` whose failure is told in words ("must be a partner name: ...") rather than as the
@@ -27,19 +28,24 @@ const patternWords = new Map<string, string>();
  * in every schema.
  */
 export function describedPattern(pattern: string, message: string): string {
-  patternWords.set(pattern, message);
+  words.set(`pattern:${pattern}`, message);
   return pattern;
 }
 
+/** The same for a custom `format` (ajv.addFormat), whose default message only names it. */
+export function describedFormat(format: string, message: string): string {
+  words.set(`format:${format}`, message);
+  return format;
+}
+
 /**
- * What is wrong with the field. `spell` writes an allowed value of an enum; `ourPatterns: false`
- * for schemas of someone else's (a dialog analysis's caller), whose patterns are not ours to describe.
+ * What is wrong with the field. `spell` writes an allowed value of an enum; `ourSchema: false` for
+ * someone else's schema (a dialog analysis's caller), whose patterns are not ours to describe.
  */
-export function schemaErrorMessage(e: SchemaError, { spell = String, ourPatterns = true }: { spell?: (value: unknown) => string; ourPatterns?: boolean } = {}): string {
-  if (e.keyword === 'pattern' && ourPatterns) {
-    const words = patternWords.get((e.params as { pattern?: string }).pattern ?? '');
-    if (words) return words;
-  }
+export function schemaErrorMessage(e: SchemaError, { spell = String, ourSchema = true }: { spell?: (value: unknown) => string; ourSchema?: boolean } = {}): string {
+  const params = e.params as { pattern?: string; format?: string };
+  const described = !ourSchema ? undefined : e.keyword === 'pattern' ? words.get(`pattern:${params.pattern}`) : e.keyword === 'format' ? words.get(`format:${params.format}`) : undefined;
+  if (described) return described;
   if (e.keyword === 'required') return 'is required';
   if (e.keyword === 'additionalProperties') return 'is not allowed';
   const allowed = (e.params as { allowedValues?: unknown }).allowedValues;
