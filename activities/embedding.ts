@@ -19,7 +19,7 @@ import { embeddingBatchBound, embeddingUsage } from '../lib/retrieval/embedding-
 import { settle, release } from '../lib/budget/ledger.js';
 import { queueVendorSyncAfterEmbedding } from '../lib/vendor-sync/vendor-sync.js';
 import type { AdmissionBound, DocumentRef } from '../lib/contracts/document-pipeline.js';
-import { loadLiveDocument, permanentFailure } from './live-document.js';
+import { loadLiveDocument, permanentFailure, pipelineFailureOf } from './live-document.js';
 import { heartbeating } from './heartbeating.js';
 
 export interface EmbeddingActivityDeps {
@@ -28,11 +28,13 @@ export interface EmbeddingActivityDeps {
   index: VectorIndex;
   embedder: EmbeddingProvider;
   temporal: Client;
-  config: { temporalTaskQueue: string; embedding?: { batchChunks: number } };
+  config: { temporalTaskQueue: string; embedding?: { batchChunks: number; maxOutageSeconds: number } };
   log?: Logger;
 }
 
 const EMBED_BATCH = 64;
+/** EMBEDDING_MAX_OUTAGE_SECONDS' default, for callers that pass no embedding settings. */
+const DEFAULT_MAX_OUTAGE_SECONDS = 86_400;
 
 /**
  * Progress kept in the activity heartbeat, so a retried attempt resumes where the last one stopped;
@@ -221,8 +223,12 @@ export function createEmbeddingActivities({ db, storage, index, embedder, tempor
       // Language detection takes seconds for a large document (~20 s for 30 MB here): heartbeats
       // go on meanwhile, carrying the progress a retry resumes from.
       const prepared = await heartbeating(async () => prepareDocument(await storage.readText(documentFiles.rewritten(documentId))), 2000, resumed);
-      if (batcher) await embedBatched(doc, prepared, resumed);
-      else await embedPerDocument(doc, prepared, resumed, operationKey);
+      try {
+        if (batcher) await embedBatched(doc, prepared, resumed);
+        else await embedPerDocument(doc, prepared, resumed, operationKey);
+      } catch (err) {
+        throw pipelineFailureOf(err, config.embedding?.maxOutageSeconds ?? DEFAULT_MAX_OUTAGE_SECONDS);
+      }
       await markEmbedded(doc, prepared, await profileOnce());
       return { chunkCount: prepared.chunks.length };
     },

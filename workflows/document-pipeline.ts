@@ -1,6 +1,8 @@
 import {
   ActivityFailure,
   ApplicationFailure,
+  type ActivityOptions,
+  type RetryPolicy,
   condition,
   isCancellation,
   makeContinueAsNewFunc,
@@ -30,6 +32,7 @@ import {
   type PipelineStep,
   type RewriteCallOutcome,
   type RewritePlan,
+  type ServiceOutageDetails,
 } from '../lib/contracts/document-pipeline.js';
 import type { Category } from '../lib/contracts/budget-admission.js';
 import { searchAttributes } from '../lib/contracts/search-attributes.js';
@@ -64,11 +67,18 @@ const local = proxyLocalActivities<Activities>({
   retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 10 },
 });
 
-const heavy = proxyActivities<Activities>({
+const heavyOptions: ActivityOptions & { retry: RetryPolicy & { nonRetryableErrorTypes: string[] } } = {
   startToCloseTimeout: '1 hour',
   // A worker that dies mid-step is noticed within this time and the step is retried elsewhere.
   heartbeatTimeout: '20 seconds',
   retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '2 minutes', maximumAttempts: 8, nonRetryableErrorTypes: [pipelineFailure.permanent, pipelineFailure.documentGone] },
+};
+/** Runs started before the patch `pipeline-waits-out-outages`: an outage is retried like any failure. */
+const heavyBeforeOutageWindow = proxyActivities<Activities>(heavyOptions);
+/** A service outage (`ServiceUnavailable`) comes back at once: the workflow waits it out itself. */
+const heavyWithOutageWindow = proxyActivities<Activities>({
+  ...heavyOptions,
+  retry: { ...heavyOptions.retry, nonRetryableErrorTypes: [...heavyOptions.retry.nonRetryableErrorTypes, pipelineFailure.unavailable] },
 });
 
 /**
@@ -100,7 +110,7 @@ const MAX_UNAVAILABLE_TRIES = 5;
 const backoffMs = (n: number, hint: number | null) => Math.min(Math.max(hint ?? 1000 * 2 ** n, 100), 5 * 60_000);
 /** When every model of a part is down: the wait before the models are tried again (2 s, 4 s ... 5 min). */
 const outageBackoffMs = (round: number) => Math.min(2000 * 2 ** round, 5 * 60_000);
-/** The outage window of plans made before REWRITE_MAX_OUTAGE_SECONDS. */
+/** The outage window of rewrite plans made before REWRITE_MAX_OUTAGE_SECONDS (and of outage failures without one). */
 const DEFAULT_MAX_OUTAGE_SECONDS = 86_400;
 /**
  * A model that is down: it answered 5xx or refused the connection, so it did no work. A timed-out
@@ -127,8 +137,21 @@ const failureMessage = (err: unknown): string => (err instanceof StepFailure ? e
 const isDocumentGone = (err: unknown) =>
   err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === pipelineFailure.documentGone;
 
+/** A step that found a service it needs unavailable: its message and the worker's outage window. */
+const serviceOutageOf = (err: unknown): { message: string; maxOutageSeconds: number } | null => {
+  if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === pipelineFailure.unavailable)) return null;
+  const details = err.cause.details?.[0] as Partial<ServiceOutageDetails> | undefined;
+  return { message: err.cause.message, maxOutageSeconds: details?.maxOutageSeconds ?? DEFAULT_MAX_OUTAGE_SECONDS };
+};
+
 export async function documentPipeline(input: DocumentPipelineInput): Promise<DocumentPipelineProgress> {
   const carry = input.carry;
+  // Heavy steps hand a service outage back to be waited out here (README, "Workflow versioning").
+  const waitsOutOutages = patched('pipeline-waits-out-outages');
+  const heavy = waitsOutOutages ? heavyWithOutageWindow : heavyBeforeOutageWindow;
+  /** Since when the current step has found a service unavailable (workflow time, ms), and how many times. */
+  let outageSince = carry?.outageSince ?? null;
+  let outageRounds = 0;
   const progress: DocumentPipelineProgress = {
     status: 'running',
     generation: carry?.generation ?? 1,
@@ -440,6 +463,8 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
           if (historyIsLong()) throw new ContinueAsNewNeeded();
           try {
             await runStep(step, steps[stepIndex + 1], steps[stepIndex + 2]);
+            outageSince = null;
+            outageRounds = 0;
             break;
           } catch (err) {
             // A cancelled pipeline (the document is being deleted) stops here, after its running
@@ -449,7 +474,26 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
               setStatus('cancelled');
               return progress;
             }
-            failure = failureMessage(err);
+            const outage = waitsOutOutages ? serviceOutageOf(err) : null;
+            if (outage) {
+              // A service outage delays the document rather than failing it: the step runs again,
+              // 2 s ... 5 min apart, until the outage has lasted the worker's window.
+              outageSince ??= Date.now();
+              const lasted = Date.now() - outageSince;
+              const windowMs = outage.maxOutageSeconds * 1000;
+              if (lasted < windowMs) {
+                const wait = Math.max(Math.min(outageBackoffMs(outageRounds++), windowMs - lasted), 100);
+                progress.lastError = `${outage.message}; trying again in ${Math.round(wait / 1000)} s`;
+                await sleep(wait);
+                progress.lastError = null;
+                continue;
+              }
+              failure = `${outage.message} (unavailable for ${Math.round(lasted / 1000)} s)`;
+            } else {
+              failure = failureMessage(err);
+            }
+            outageSince = null;
+            outageRounds = 0;
             rewriteState = null;
             await quick.recordStepFailure({ documentId: input.documentId, step, message: failure });
           }
@@ -485,6 +529,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
       rewrite: rewriteState,
       rewriteAttempts,
       budgetRechecks: progress.budgetRechecks,
+      ...(outageSince !== null ? { outageSince } : {}),
     };
     return makeContinueAsNewFunc<typeof documentPipeline>({ typedSearchAttributes: workflowInfo().typedSearchAttributes })({
       ...input,

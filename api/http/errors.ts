@@ -1,6 +1,7 @@
 import type { NextFunction, Request, Response } from 'express';
 import { MulterError } from 'multer';
 import { AppError } from '../../lib/platform/errors.js';
+import { ServiceUnavailable } from '../../lib/providers/service-unavailable.js';
 import { closeAfterAnswer } from './request-limits.js';
 
 /**
@@ -47,6 +48,8 @@ function toAppError(err: unknown): AppError {
     return new AppError('bad_request', `malformed multipart body: ${err.message}`);
   }
   if (err instanceof URIError) return new AppError('bad_request', `malformed URL: ${err.message}`);
+  // A service the request needs (the vector index, an embeddings API) is down: worth trying again shortly.
+  if (err instanceof ServiceUnavailable) return new AppError('unavailable', `${err.message}; try again shortly`, { retryAfterSeconds: 5 });
   const e = err as { type?: string; status?: number; message?: string };
   if (e && e.type === 'entity.parse.failed') return new AppError('bad_request', 'malformed JSON body');
   if (e && e.type === 'entity.too.large') return new AppError('payload_too_large', 'request body too large');

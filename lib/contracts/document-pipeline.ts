@@ -58,6 +58,8 @@ export interface PipelineCarry {
   /** Rewrite attempts made so far (attempt IDs stay unique across runs). */
   rewriteAttempts: number;
   budgetRechecks: number;
+  /** Since when (workflow time, ms) the first step has found a service it needs unavailable, if it has. */
+  outageSince?: number | null;
 }
 
 /**
@@ -99,7 +101,17 @@ export const pipelineFailure = {
   documentGone: 'DocumentGone',
   /** Retrying cannot fix it (unreadable file, missing content): recorded, waits for `retry`. */
   permanent: 'PermanentProcessingError',
+  /**
+   * A service the step needs is down (the embeddings API, the vector index): the workflow tries the
+   * step again, 2 s ... 5 min apart, for up to the failure's `ServiceOutageDetails.maxOutageSeconds`.
+   */
+  unavailable: 'ServiceUnavailable',
 } as const;
+
+/** The details of a `ServiceUnavailable` failure: the worker's outage window (EMBEDDING_MAX_OUTAGE_SECONDS). */
+export interface ServiceOutageDetails {
+  maxOutageSeconds: number;
+}
 
 export interface DocumentRef {
   documentId: string;

@@ -330,6 +330,8 @@ export interface EmbeddingSettings {
   localThreads: number;
   /** EMBEDDING_BATCH_CHUNKS: chunks of concurrently embedded documents per model call and Weaviate batch. */
   batchChunks: number;
+  /** EMBEDDING_MAX_OUTAGE_SECONDS: how long a document's embedding waits out an unavailable embeddings API or vector index. */
+  maxOutageSeconds: number;
 }
 
 /** Retrieval (README, "Embedding and retrieval"). */
@@ -847,6 +849,7 @@ function embeddingSettings(env: Env, openaiBaseUrl: string | null): EmbeddingSet
     priceUsdPerMillionTokens: price ? Number(price) : null,
     localThreads: integerSetting('EMBEDDING_LOCAL_THREADS', env.EMBEDDING_LOCAL_THREADS || String(os.availableParallelism()), 0, 64),
     batchChunks: integerSetting('EMBEDDING_BATCH_CHUNKS', env.EMBEDDING_BATCH_CHUNKS || '64', 1, 1024),
+    maxOutageSeconds: integerSetting('EMBEDDING_MAX_OUTAGE_SECONDS', env.EMBEDDING_MAX_OUTAGE_SECONDS || '86400', 1, 7 * 86400),
   };
 }
 

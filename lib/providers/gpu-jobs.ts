@@ -1,5 +1,6 @@
 import { trimEndOf } from '../platform/text.js';
 import { readBoundedBody } from './web-fetch.js';
+import { isUnavailableStatus } from './service-unavailable.js';
 
 /**
  * A GPU job service speaking the RunPod serverless queue protocol, and nothing else:
@@ -82,8 +83,7 @@ export class GpuJobService {
       throw new GpuJobError('unavailable', `the GPU job service's answer to ${method} ${path} was cut off (${(err as Error).message})`);
     }
     if (!res.ok) {
-      const transient = res.status >= 500 || res.status === 408 || res.status === 429;
-      throw new GpuJobError(transient ? 'unavailable' : 'refused', `the GPU job service answered ${method} ${path} with HTTP ${res.status}: ${text.slice(0, 300)}`, res.status);
+      throw new GpuJobError(isUnavailableStatus(res.status) ? 'unavailable' : 'refused', `the GPU job service answered ${method} ${path} with HTTP ${res.status}: ${text.slice(0, 300)}`, res.status);
     }
     try {
       return text ? JSON.parse(text) : {};
@@ -154,8 +154,7 @@ export class GpuJobService {
     }
     if (!res.ok) {
       await res.body?.cancel();
-      const transient = res.status >= 500 || res.status === 408 || res.status === 429;
-      throw new GpuJobError(transient ? 'unavailable' : 'refused', `the GPU job's file ${parsed.pathname} answered HTTP ${res.status}`, res.status);
+      throw new GpuJobError(isUnavailableStatus(res.status) ? 'unavailable' : 'refused', `the GPU job's file ${parsed.pathname} answered HTTP ${res.status}`, res.status);
     }
     const parts: Buffer[] = [];
     let size = 0;

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import weaviateModule, { type WeaviateClient, type WhereFilter } from 'weaviate-ts-client';
 import { trimOf } from '../platform/text.js';
+import { connectionFailed, isUnavailableStatus, ServiceUnavailable } from './service-unavailable.js';
 
 // The package's ESM build default-exports the client factory, while its CommonJS-typed declarations
 // place it under `.default`; accept both shapes.
@@ -100,6 +101,17 @@ function staleConnection(err: unknown): boolean {
 }
 
 /**
+ * Weaviate down or overloaded (connection refused or broken, 5xx or 429, which the client reports
+ * as `usage error (503): ...`) becomes ServiceUnavailable, which a pipeline waits out; any other
+ * failure is returned as it is.
+ */
+function unavailableOr(err: unknown): unknown {
+  const status = /^usage error \((\d{3})\)/.exec(err instanceof Error ? err.message : '')?.[1];
+  if (status ? isUnavailableStatus(Number(status)) : connectionFailed(err)) return new ServiceUnavailable(`the vector index (Weaviate) is unavailable: ${(err as Error).message}`);
+  return err;
+}
+
+/**
  * Runs an idempotent request, sending it again (up to three times) when it failed on a stale
  * kept-alive connection. Weaviate closes connections idle for its read timeout (30 s); a process
  * whose event loop was busy meanwhile learns of the closes only after a turn of the loop, which
@@ -110,7 +122,7 @@ async function idempotent<T>(request: () => Promise<T>): Promise<T> {
     try {
       return await request();
     } catch (err) {
-      if (attempt > 3 || !staleConnection(err)) throw err;
+      if (attempt > 3 || !staleConnection(err)) throw unavailableOr(err);
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
   }
@@ -143,7 +155,7 @@ export class VectorIndex {
     if (!ready) {
       ready = this.createClass(className).catch((err) => {
         this.classesReady.delete(className);
-        throw err;
+        throw unavailableOr(err);
       });
       this.classesReady.set(className, ready);
     }
@@ -245,9 +257,14 @@ export class VectorIndex {
       ],
     };
     for (const cls of classes) {
-      if (!(await this.client.schema.exists(cls))) continue;
-      await this.client.batch.objectsBatchDeleter().withClassName(cls).withWhere(where).do();
+      if (!(await idempotent(() => this.client.schema.exists(cls)))) continue;
+      await this.deleteWhere(cls, where);
     }
+  }
+
+  /** Deletes the chunks of a class that match `where` (one batch delete request). */
+  async deleteWhere(className: string, where: WhereFilter): Promise<void> {
+    await idempotent(() => this.client.batch.objectsBatchDeleter().withClassName(className).withWhere(where).do());
   }
 
   /** Chunk indexes of a document, over every class (a chunk in two classes appears twice). */

@@ -21,6 +21,7 @@ import https from 'node:https';
 import net from 'node:net';
 import { pipeline, type Readable } from 'node:stream';
 import zlib from 'node:zlib';
+import { isUnavailableStatus } from './service-unavailable.js';
 
 export type FetchRefusedReason =
   | 'private_address'
@@ -59,8 +60,7 @@ export class FetchRefused extends Error {
  */
 export function isTransientFetchFailure(err: FetchRefused): boolean {
   if (err.reason === 'timeout' || err.reason === 'network' || err.reason === 'dns') return true;
-  const status = err.details.status ?? 0;
-  return err.reason === 'http_status' && (status >= 500 || status === 429 || status === 408);
+  return err.reason === 'http_status' && isUnavailableStatus(err.details.status ?? 0);
 }
 
 export interface FetchPageOptions {

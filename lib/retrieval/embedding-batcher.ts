@@ -219,7 +219,7 @@ export class EmbeddingBatcher {
     const { index } = this.options;
     const classes = await index.chunkClasses();
     const written = [...new Set(round.map((r) => r.className))];
-    // The public client of the index adapter: one batch delete per class for the whole round.
+    // One batch delete per class for the whole round.
     for (const cls of classes) {
       const operands: WhereFilter[] = [];
       for (const r of round) {
@@ -230,7 +230,7 @@ export class EmbeddingBatcher {
         }
       }
       const where: WhereFilter = operands.length === 1 ? operands[0]! : { operator: 'Or', operands };
-      await index.client.batch.objectsBatchDeleter().withClassName(cls).withWhere(where).do();
+      await index.deleteWhere(cls, where);
     }
     // As the per-document path does: past the timeout the chunks are written and will be searchable shortly.
     if (!(await index.waitForIndexing(this.options.indexingTimeoutMs ?? 60_000, undefined, written))) {

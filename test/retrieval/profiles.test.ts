@@ -1,10 +1,7 @@
 import assert from 'node:assert/strict';
-import crypto from 'node:crypto';
-import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
+import { client, eventually, isolatedSystemEnv, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { newKnowledgeBase } from '../support/fixtures.js';
-import { startOpenAiUpstream, fakeTokenCount, type OpenAiUpstream } from '../support/openai-upstream.js';
-import { testStack } from '../support/stack.js';
-import { dropDatabase, ensureDatabase, migrate } from '../../scripts/stack.js';
+import { embeddingsAnswer, startOpenAiUpstream, fakeTokenCount, type OpenAiUpstream } from '../support/openai-upstream.js';
 
 /**
  * Embedding profiles and the budget path of paid embeddings: switching the worker to an
@@ -12,15 +9,6 @@ import { dropDatabase, ensureDatabase, migrate } from '../../scripts/stack.js';
  * into the new profile instead of mixing two models' vectors, and the API's reported tokens are
  * recorded against the KB's budget (dollars at the configured price).
  */
-const DIMS = 64;
-/** A deterministic bag-of-words embedding, so the fake model still retrieves sensibly. */
-function fakeEmbedding(text: string): number[] {
-  const v = new Array<number>(DIMS).fill(0);
-  for (const w of text.toLowerCase().match(/\p{L}+/gu) ?? []) v[crypto.createHash('md5').update(w).digest()[0]! % DIMS]! += 1;
-  const n = Math.hypot(...v) || 1;
-  return v.map((x) => x / n);
-}
-
 describe('embedding profiles and paid embeddings', function () {
   this.timeout(240_000);
   let upstream: OpenAiUpstream;
@@ -30,26 +18,12 @@ describe('embedding profiles and paid embeddings', function () {
   let paidWorker: RunningWorker | undefined;
   // A profile change re-embeds every KB of the system: this test gets a system of its own (its
   // own database and task queue), so the suite's other knowledge bases are left alone.
-  let databaseUrl: string;
   let isolated: Record<string, string>;
+  let dropIsolated: (() => Promise<void>) | undefined;
 
   before(async () => {
-    upstream = await startOpenAiUpstream((call) => {
-      const input: string[] = Array.isArray(call.body?.input) ? call.body.input : [call.body?.input];
-      return {
-        json: {
-          object: 'list',
-          model: call.body?.model,
-          data: input.map((t, index) => ({ object: 'embedding', index, embedding: fakeEmbedding(t) })),
-          usage: { prompt_tokens: input.reduce((s, t) => s + fakeTokenCount(t), 0), total_tokens: input.reduce((s, t) => s + fakeTokenCount(t), 0) },
-        },
-      };
-    });
-    databaseUrl = testStack().databaseUrl.replace(/\/[^/]+$/, `/dwb_profiles_${process.pid}`);
-    isolated = { DATABASE_URL: databaseUrl, TEMPORAL_TASK_QUEUE: `profiles-${process.pid}` };
-    await dropDatabase(databaseUrl);
-    await ensureDatabase(databaseUrl);
-    await migrate(databaseUrl);
+    upstream = await startOpenAiUpstream((call) => ({ json: embeddingsAnswer(call) }));
+    ({ env: isolated, drop: dropIsolated } = await isolatedSystemEnv('profiles'));
     localApi = await startApi(isolated);
     localWorker = await startWorker(isolated);
   });
@@ -59,7 +33,7 @@ describe('embedding profiles and paid embeddings', function () {
     await paidApi?.close();
     await localApi?.close();
     await upstream?.close();
-    if (databaseUrl) await dropDatabase(databaseUrl);
+    await dropIsolated?.();
   });
 
   it('a new embedding model re-embeds the KB into its own profile and records tokens and dollars', async () => {

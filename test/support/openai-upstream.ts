@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -84,6 +85,28 @@ export function chatCompletion(call: UpstreamCall, content: string, options: { u
 }
 
 /** A chat completion whose answer is `value` as JSON text (what a model in JSON or structured-output mode sends). */
+const EMBEDDING_DIMENSIONS = 64;
+
+/** A deterministic bag-of-words embedding (64 dimensions), so a fake model still retrieves sensibly. */
+function fakeEmbedding(text: string): number[] {
+  const v = new Array<number>(EMBEDDING_DIMENSIONS).fill(0);
+  for (const w of text.toLowerCase().match(/\p{L}+/gu) ?? []) v[crypto.createHash('md5').update(w).digest()[0]! % EMBEDDING_DIMENSIONS]! += 1;
+  const n = Math.hypot(...v) || 1;
+  return v.map((x) => x / n);
+}
+
+/** The answer of /v1/embeddings to `call`: a fake embedding per input, usage counted by fakeTokenCount. */
+export function embeddingsAnswer(call: UpstreamCall) {
+  const input: string[] = Array.isArray(call.body?.input) ? call.body.input : [call.body?.input];
+  const tokens = input.reduce((s, t) => s + fakeTokenCount(t), 0);
+  return {
+    object: 'list',
+    model: call.body?.model,
+    data: input.map((t, index) => ({ object: 'embedding', index, embedding: fakeEmbedding(t) })),
+    usage: { prompt_tokens: tokens, total_tokens: tokens },
+  };
+}
+
 export function jsonCompletion(call: UpstreamCall, value: unknown, options: Parameters<typeof chatCompletion>[2] = {}) {
   return chatCompletion(call, JSON.stringify(value), options);
 }

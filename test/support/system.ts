@@ -8,8 +8,8 @@ import { createServices } from '../../lib/services.js';
 import { connectTemporalClient } from '../../lib/platform/temporal.js';
 import { createApp } from '../../api/app.js';
 import type { ApiDeps } from '../../api/deps.js';
-import { repoRoot } from '../../scripts/stack.js';
-import { systemEnv } from './stack.js';
+import { dropDatabase, ensureDatabase, migrate, repoRoot } from '../../scripts/stack.js';
+import { systemEnv, testStack } from './stack.js';
 
 /** The API, in this process, on a free port, wired exactly as api/server.ts wires it. */
 export interface RunningApi {
@@ -168,4 +168,17 @@ export function useRunningSystem(options: { env?: Record<string, string>; worker
     await system.api?.close();
   });
   return system;
+}
+
+/**
+ * A database and a task queue of the test's own (migrated), for a system whose workers must see
+ * no other test's work (a different embedding profile, a broken service): `env` goes over the
+ * stack's settings of its API and workers; `drop` removes the database afterwards.
+ */
+export async function isolatedSystemEnv(name: string): Promise<{ env: Record<string, string>; drop(): Promise<void> }> {
+  const databaseUrl = testStack().databaseUrl.replace(/\/[^/]+$/, `/dwb_${name}_${process.pid}`);
+  await dropDatabase(databaseUrl);
+  await ensureDatabase(databaseUrl);
+  await migrate(databaseUrl);
+  return { env: { DATABASE_URL: databaseUrl, TEMPORAL_TASK_QUEUE: `${name}-${process.pid}` }, drop: () => dropDatabase(databaseUrl) };
 }

@@ -1,0 +1,163 @@
+import assert from 'node:assert/strict';
+import { client, eventually, isolatedSystemEnv, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
+import { newKnowledgeBase } from '../support/fixtures.js';
+import { embeddingsAnswer, fakeTokenCount, startOpenAiUpstream, type OpenAiUpstream, type UpstreamCall } from '../support/openai-upstream.js';
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { testStack } from '../support/stack.js';
+import { documentWorkflowId, progressQuery, retrySignal } from '../../lib/contracts/document-pipeline.js';
+
+/**
+ * Outages of the services a document's embedding needs: an OpenAI-compatible embeddings API (a
+ * local server of that protocol, told to fail) and the vector index (the suite's Weaviate behind a
+ * proxy the test takes down, for the API and the worker). An outage delays the document, shown in
+ * the workflow's progress, for up to EMBEDDING_MAX_OUTAGE_SECONDS; a request the provider refuses
+ * fails the step at once.
+ */
+type Kb = Awaited<ReturnType<typeof newKnowledgeBase>>;
+
+describe('service outages while embedding', function () {
+  this.timeout(180_000);
+  const MAX_OUTAGE_SECONDS = 10;
+  let upstream: OpenAiUpstream;
+  let weaviate: TcpProxy;
+  let api: RunningApi;
+  let worker: RunningWorker;
+  let dropIsolated: (() => Promise<void>) | undefined;
+  /** How the embeddings API answers now. */
+  let mode: 'ok' | 'unavailable' | 'unauthorized' = 'ok';
+
+  before(async () => {
+    upstream = await startOpenAiUpstream((call) => {
+      if (mode === 'unavailable') return { status: 503, json: { error: { message: 'The server is overloaded', type: 'server_error' } } };
+      if (mode === 'unauthorized') return { status: 401, json: { error: { message: 'Incorrect API key provided', type: 'invalid_request_error', code: 'invalid_api_key' } } };
+      return { json: embeddingsAnswer(call) };
+    });
+    weaviate = await startTcpProxy(testStack().weaviateUrl);
+    const isolated = await isolatedSystemEnv('outages');
+    dropIsolated = isolated.drop;
+    const env = {
+      ...isolated.env,
+      OPENAI_BASE_URL: upstream.baseUrl,
+      OPENAI_API_KEY: 'sk-test',
+      EMBEDDING_MODEL: 'fake-embed-outages',
+      EMBEDDING_PRICE_USD_PER_MILLION_TOKENS: '100',
+      EMBEDDING_MAX_OUTAGE_SECONDS: String(MAX_OUTAGE_SECONDS),
+    };
+    api = await startApi({ ...env, WEAVIATE_URL: weaviate.url });
+    worker = await startWorker({ ...env, WEAVIATE_URL: weaviate.url });
+  });
+  after(async () => {
+    await worker?.kill();
+    await api?.close();
+    await upstream?.close();
+    await weaviate?.close();
+    await dropIsolated?.();
+  });
+  afterEach(() => {
+    mode = 'ok';
+    weaviate.setDown(false);
+  });
+
+  const upload = async (k: Kb, content: string) => {
+    const res = await client(api.url)('POST', `/api/documents/${k.partner.name}/${k.kb}`, {
+      key: k.partner.key,
+      form: { type: 'file', folder: k.folder, use_original_as_rewritten: 'true', file: { name: 'birds.md', content } },
+    });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    return res.body.id as string;
+  };
+  const read = async (k: Kb, id: string) => (await client(api.url)('GET', `/api/document/${k.partner.name}/${k.kb}/${id}`, { key: k.partner.key })).body;
+  const limits = async (k: Kb) => (await client(api.url)('GET', `/api/knowledgebases/${k.partner.name}/${k.kb}/limits`, { key: k.partner.key })).body;
+  const embeddingCalls = (word: string) => upstream.callsTo('/v1/embeddings').filter((c) => JSON.stringify(c.body?.input ?? '').includes(word));
+  const tokensOf = (calls: UpstreamCall[]) => calls.reduce((sum, c) => sum + (c.body.input as string[]).reduce((a, t) => a + fakeTokenCount(t), 0), 0);
+  const progress = (id: string) => api.deps.temporal.workflow.getHandle(documentWorkflowId(id)).query(progressQuery);
+  /** The workflow's progress while it waits out an outage: its message says what is down and when the step runs again. */
+  const waitingProgress = (id: string, message: RegExp) =>
+    eventually(`document ${id} waiting out the outage`, async () => {
+      const p = await progress(id);
+      return message.test(p.lastError ?? '') && /trying again in \d+ s$/.test(p.lastError ?? '') ? p : undefined;
+    }, 30_000);
+  const embedded = (k: Kb, id: string, timeoutMs = 60_000) =>
+    eventually(`document ${id} embedded`, async () => {
+      const d = await read(k, id);
+      if (d.embedding_status === 'failed') throw new Error(`embedding failed: ${d.processing_error}`);
+      return d.embedding_status === 'success' ? d : undefined;
+    }, timeoutMs);
+  const embedFailed = (k: Kb, id: string, timeoutMs: number) =>
+    eventually(`the embed step of ${id} failed`, async () => {
+      const d = await read(k, id);
+      return d.embedding_status === 'failed' ? d : undefined;
+    }, timeoutMs);
+
+  it('an embeddings API answering 503 delays the document instead of failing it; once it answers the document is embedded, charged for the answered call only', async () => {
+    const k = await newKnowledgeBase(client(api.url));
+    mode = 'unavailable';
+    const id = await upload(k, '# Kingfishers\n\nKingfishers dive for small fish from low perches over streams.');
+    // The client's own quick retries make three calls an attempt: six are two rounds of the workflow.
+    await eventually('two rounds of refused calls', async () => embeddingCalls('Kingfishers').length >= 6, 30_000);
+    const waiting = await waitingProgress(id, /^the embeddings API answered HTTP 503: .*overloaded/);
+    assert.equal(waiting.status, 'running');
+    const during = await read(k, id);
+    assert.equal(during.processing_error, null, 'an outage is not a failure of the document');
+    assert.notEqual(during.embedding_status, 'failed');
+
+    mode = 'ok';
+    const done = await embedded(k, id);
+    assert.equal(done.processing_error, null);
+    const answered = embeddingCalls('Kingfishers').filter((c) => c.body.input.length > 0).slice(-1);
+    const usage = await limits(k);
+    assert.equal(usage.tokens.consumed, tokensOf(answered), 'the refused calls cost nothing');
+    assert.equal(usage.tokens.reserved, 0, 'no hold is left behind');
+  });
+
+  it(`an outage longer than EMBEDDING_MAX_OUTAGE_SECONDS (${MAX_OUTAGE_SECONDS}) fails the embed step with the API's message; a retry embeds the document`, async () => {
+    const k = await newKnowledgeBase(client(api.url));
+    mode = 'unavailable';
+    const id = await upload(k, '# Ospreys\n\nOspreys plunge feet first to catch fish near the surface.');
+    const failed = await embedFailed(k, id, (MAX_OUTAGE_SECONDS + 30) * 1000);
+    assert.match(failed.processing_error, /the embeddings API answered HTTP 503: .*overloaded.* \(unavailable for (\d+) s\)$/);
+    const lasted = Number(/unavailable for (\d+) s/.exec(failed.processing_error)![1]);
+    assert.ok(lasted >= MAX_OUTAGE_SECONDS && lasted < MAX_OUTAGE_SECONDS + 10, `failed after ${lasted} s`);
+    assert.equal((await limits(k)).tokens.reserved, 0, 'the failed step holds nothing');
+
+    mode = 'ok';
+    await api.deps.temporal.workflow.getHandle(documentWorkflowId(id)).signal(retrySignal);
+    const done = await embedded(k, id);
+    assert.equal(done.processing_error, null);
+  });
+
+  it('a request the embeddings API refuses (401) fails the step at once, without retries', async () => {
+    const k = await newKnowledgeBase(client(api.url));
+    mode = 'unauthorized';
+    const id = await upload(k, '# Dippers\n\nDippers walk underwater along the beds of fast streams.');
+    const failed = await embedFailed(k, id, 30_000);
+    assert.match(failed.processing_error, /^the embeddings API answered HTTP 401: .*Incorrect API key provided/);
+    assert.equal(embeddingCalls('Dippers').length, 1, 'the refused request was sent once');
+  });
+
+  it('the vector index unreachable delays the document instead of failing it and answers searches 503; once it is back the document is embedded and found, each embedding call charged once', async () => {
+    const k = await newKnowledgeBase(client(api.url));
+    weaviate.setDown(true);
+    const id = await upload(k, '# Wrens\n\nWrens sing loudly from dense hedges in early spring.');
+    const waiting = await waitingProgress(id, /^the vector index \(Weaviate\) is unavailable: /);
+    assert.equal(waiting.status, 'running');
+    assert.ok(weaviate.dropped > 0);
+    await eventually('a second round', async () => embeddingCalls('Wrens').length >= 2, 30_000);
+    assert.equal((await read(k, id)).processing_error, null, 'an outage is not a failure of the document');
+    const search = () => client(api.url)('POST', '/api/rag-test/search', { key: k.partner.key, json: { partner: k.partner.name, kb: k.kb, user_message: 'wrens singing in hedges' } });
+    const refused = await search();
+    assert.equal(refused.status, 503, 'a search meanwhile is told to come back, not that the server failed');
+    assert.match(refused.body.detail, /^the vector index \(Weaviate\) is unavailable: .*; try again shortly$/);
+    assert.equal(refused.headers.get('retry-after'), '5');
+
+    weaviate.setDown(false);
+    await embedded(k, id);
+    const usage = await limits(k);
+    // The refused search's query embedding was answered by the API before the index failed: it counts too.
+    assert.equal(usage.tokens.consumed, tokensOf(embeddingCalls('Wrens')) + tokensOf(embeddingCalls('wrens singing')), 'every answered embedding call is charged, once');
+    assert.equal(usage.tokens.reserved, 0);
+    const found = await search();
+    assert.equal(found.status, 200);
+    assert.equal(found.body.streams.dense[0].document_id, id);
+  });
+});
