@@ -2,7 +2,7 @@ import { Context } from '@temporalio/activity';
 import type { Db } from '../lib/platform/db.js';
 import type { FileStorage } from '../lib/platform/storage.js';
 import { documentFiles } from '../lib/platform/storage.js';
-import { countCharacters, nameFromTitle } from '../lib/platform/text.js';
+import { countCharacters, isBlank, nameFromTitle } from '../lib/platform/text.js';
 import { acceptDigitizedCharacters } from '../lib/knowledge/content/updates.js';
 import { fetchPage, FetchRefused, isTransientFetchFailure } from '../lib/providers/web-fetch.js';
 import { extractPage, UnsupportedContentType } from '../lib/digitization/article.js';
@@ -177,13 +177,14 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
           if (!(err instanceof ScrapeFailed)) throw err;
           if (err.kind === 'ambiguous') await markUncertain(db, operationKey, err.message);
           else await release(db, operationKey, err.message);
+          if (err.kind === 'unavailable') return { outcome: err.kind, message: err.message, maxOutageSeconds: scraper.settings.maxOutageSeconds };
           return { outcome: err.kind, message: err.message };
         }
         const costUsd = new Prisma.Decimal(scraper.settings.costPerCreditUsd).times(result.credits).toDecimalPlaces(8, Prisma.Decimal.ROUND_UP).toFixed();
         record = { markdown: result.markdown.replace(/\r\n?/g, '\n'), title: result.title, costUsd, reportedUsage: result.reportedUsage };
         await storage.write(scrapeRecord(documentId), JSON.stringify(record));
       }
-      if (!record.markdown.trim()) {
+      if (isBlank(record.markdown)) {
         await settle(db, operationKey, { characters: 0, costUsd: record.costUsd, model: scraper.settings.name });
         return { outcome: 'refused', message: `${doc.url} has no readable text` };
       }

@@ -112,6 +112,8 @@ const backoffMs = (n: number, hint: number | null) => Math.min(Math.max(hint ?? 
 const outageBackoffMs = (round: number) => Math.min(2000 * 2 ** round, 5 * 60_000);
 /** The outage window of rewrite plans made before REWRITE_MAX_OUTAGE_SECONDS (and of outage failures without one). */
 const DEFAULT_MAX_OUTAGE_SECONDS = 86_400;
+/** The scraping provider's outage window, when the worker's answer has none (SCRAPER_MAX_OUTAGE_SECONDS). */
+const DEFAULT_SCRAPER_MAX_OUTAGE_SECONDS = 3600;
 /**
  * A model that is down: it answered 5xx or refused the connection, so it did no work. A timed-out
  * call (ambiguous) is not: the provider may have done and billed it, and a model too slow for a
@@ -297,17 +299,30 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
   }
 
   /**
-   * A URL page through the scraping provider, admitted by its dollar bound; an outage is retried
-   * with backoff, an ambiguous outcome (uncertain cost) too — on a capped KB it then waits for an
-   * operator's resolution like every unresolved provider outcome.
+   * A URL page through the scraping provider, admitted by its dollar bound. An outage is waited out
+   * for the provider's window (SCRAPER_MAX_OUTAGE_SECONDS), each try admitted afresh; an ambiguous
+   * outcome (uncertain cost) is tried 5 times — on a capped KB it then waits for an operator's
+   * resolution like every unresolved provider outcome.
    */
   async function scrapePage(bound: { knowledgeBaseId: string; dollars: string }) {
-    for (let tries = 1; ; tries++) {
+    let outageSince: number | null = null;
+    for (let tries = 1, outageRound = 0; ; ) {
       const key = await admit('digitize', 'digitization', async () => ({ knowledgeBaseId: bound.knowledgeBaseId, bound: { dollars: bound.dollars } }));
       const result = await heavy.scrapeUrl({ ...ref, operationKey: key });
       if (result.outcome === 'scraped') return;
-      if (result.outcome === 'refused' || tries >= MAX_UNAVAILABLE_TRIES) throw new StepFailure(result.message);
-      const wait = backoffMs(tries - 1, null);
+      if (result.outcome === 'refused') throw new StepFailure(result.message);
+      let wait: number;
+      if (result.outcome === 'unavailable' && waitsOutOutages) {
+        // The provider is down: waited out for its window, 2 s ... 5 min apart.
+        outageSince ??= Date.now();
+        const lasted = Date.now() - outageSince;
+        const windowMs = (result.maxOutageSeconds ?? DEFAULT_SCRAPER_MAX_OUTAGE_SECONDS) * 1000;
+        if (lasted >= windowMs) throw new StepFailure(`${result.message} (unavailable for ${Math.round(lasted / 1000)} s)`);
+        wait = Math.max(Math.min(outageBackoffMs(outageRound++), windowMs - lasted), 100);
+      } else {
+        if (tries >= MAX_UNAVAILABLE_TRIES) throw new StepFailure(result.message);
+        wait = backoffMs(tries++ - 1, null);
+      }
       progress.lastError = `${result.message}; trying again in ${Math.round(wait / 1000)} s`;
       await sleep(wait);
       progress.lastError = null;

@@ -153,7 +153,11 @@ export type DigitizeDocumentOutcome =
 /** The one-activity digitization followed by the local embedding (activities/ingestion.ts); `embedded`: the embed step is done too. */
 export type DigitizeAndEmbedOutcome = DigitizeDocumentOutcome & { embedded: boolean };
 
-export type ScrapeOutcome = { outcome: 'scraped' } | { outcome: 'refused' | 'unavailable' | 'ambiguous'; message: string };
+export type ScrapeOutcome =
+  | { outcome: 'scraped' }
+  | { outcome: 'refused' | 'ambiguous'; message: string }
+  /** The provider is down: waited out for `maxOutageSeconds` (SCRAPER_MAX_OUTAGE_SECONDS; absent from workers before it: 1 hour). */
+  | { outcome: 'unavailable'; message: string; maxOutageSeconds?: number };
 
 /** What the workflow needs to admit and run the model calls of a rewrite attempt. */
 export interface RewritePlan {

@@ -253,6 +253,8 @@ export interface ScraperSettings {
   /** Credits one page may cost at most: the admission bound, and the charge when none is reported. */
   creditsPerPage: number;
   timeoutMs: number;
+  /** SCRAPER_MAX_OUTAGE_SECONDS: how long a URL document waits out an unavailable provider (refused connections, 5xx, 429). */
+  maxOutageSeconds: number;
 }
 
 export interface VideoDataApiSettings {
@@ -544,6 +546,7 @@ function scraperSettings(env: Env): ScraperSettings | null {
     costPerCreditUsd: cost,
     creditsPerPage: integerSetting('SCRAPER_CREDITS_PER_PAGE', env.SCRAPER_CREDITS_PER_PAGE || '5', 1, 1_000_000),
     timeoutMs: 1000 * integerSetting('SCRAPER_TIMEOUT_SECONDS', env.SCRAPER_TIMEOUT_SECONDS || '120', 1, 3600),
+    maxOutageSeconds: integerSetting('SCRAPER_MAX_OUTAGE_SECONDS', env.SCRAPER_MAX_OUTAGE_SECONDS || '3600', 1, 86_400),
   };
 }
 

@@ -1,5 +1,6 @@
 import type { ScraperSettings } from '../platform/config.js';
 import { FetchRefused, readBoundedBody, vetUrl } from './web-fetch.js';
+import { isUnavailableStatus } from './service-unavailable.js';
 
 /**
  * A web-scraping provider for URL documents (pages that need a browser, sites that refuse plain
@@ -79,9 +80,9 @@ export class Scraper {
     try {
       body = JSON.parse(text);
     } catch {
-      throw new ScrapeFailed(res.ok ? 'ambiguous' : res.status === 429 || res.status >= 500 ? 'unavailable' : 'refused', `the scraping provider answered ${res.status} without JSON`);
+      throw new ScrapeFailed(res.ok ? 'ambiguous' : isUnavailableStatus(res.status) ? 'unavailable' : 'refused', `the scraping provider answered ${res.status} without JSON`);
     }
-    if (res.status === 429 || res.status >= 500) throw new ScrapeFailed('unavailable', `the scraping provider answered ${res.status}: ${body.error ?? ''}`.trim());
+    if (isUnavailableStatus(res.status)) throw new ScrapeFailed('unavailable', `the scraping provider answered ${res.status}: ${body.error ?? ''}`.trim());
     if (!res.ok || body.success === false) throw new ScrapeFailed('refused', `the scraping provider could not scrape ${url}: ${body.error ?? `HTTP ${res.status}`}`);
     const markdown = body.data?.markdown;
     if (typeof markdown !== 'string') throw new ScrapeFailed('ambiguous', 'the scraping provider answered without content');

@@ -65,12 +65,19 @@ describe('LLM rewriting', function () {
   /** A local scraping provider speaking the Firecrawl v1 scrape protocol. */
   let scraper: http_.Server;
   const scrapes: Array<{ url: string; authorization: string | undefined }> = [];
+  /** Pages the provider answers 503 for, until the given time (ms). */
+  const scraperDownUntil = new Map<string, number>();
   const startScraper = async () => {
     scraper = http_.createServer(async (req, res) => {
       let body = '';
       for await (const c of req) body += c;
       const { url } = JSON.parse(body);
       scrapes.push({ url, authorization: req.headers.authorization });
+      if ((scraperDownUntil.get(url) ?? 0) > Date.now()) {
+        res.writeHead(503, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ success: false, error: 'Service Unavailable' }));
+        return;
+      }
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ success: true, creditsUsed: 2, data: { markdown: `# Tides\n\nScraped from ${url}: tides follow the moon.`, metadata: { title: '\n  Tides\r\n\texplained\u0007 ', statusCode: 200, sourceURL: url } } }));
     });
@@ -99,6 +106,7 @@ describe('LLM rewriting', function () {
       REWRITE_MAX_OUTPUT_TOKENS: '1000',
       REWRITE_TIMEOUT_SECONDS: '2',
       REWRITE_MAX_OUTAGE_SECONDS: '6',
+      SCRAPER_MAX_OUTAGE_SECONDS: '6',
     };
     api = await startApi(env);
     http = client(api.url);
@@ -488,6 +496,31 @@ describe('LLM rewriting', function () {
     await eventually('scraped', async () => (await read(k, created.body.id)).digitized_char_count > 0);
     assert.equal(scrapes.filter((x) => x.url === url).length, 1);
     assert.equal((await limits(k)).dollars.consumed, 0.004);
+  });
+
+  it('a scraping provider outage (503) is waited out; one longer than SCRAPER_MAX_OUTAGE_SECONDS (6) fails the step saying how long it lasted', async () => {
+    const k = await newKnowledgeBase(http);
+    const brief = `https://news.example/${unique('brief-outage')}`;
+    const long = `https://news.example/${unique('long-outage')}`;
+    scraperDownUntil.set(brief, Date.now() + 4000);
+    scraperDownUntil.set(long, Infinity);
+    const create = async (url: string) => (await http('POST', `/api/documents/${k.partner.name}/${k.kb}`, { key: k.partner.key, form: { type: 'url', url, folder: k.folder } })).body.id as string;
+    const [briefId, longId] = [await create(brief), await create(long)];
+    const scraped = await eventually('scraped after the outage', async () => {
+      const d = await read(k, briefId);
+      return d.digitized_char_count > 0 ? d : null;
+    });
+    assert.equal(scraped.processing_error, null);
+    assert.ok(scrapes.filter((x) => x.url === brief).length >= 2, 'the page was asked for again after the 503');
+    const failed = await eventually('the long outage failed the step', async () => {
+      const d = await read(k, longId);
+      return d.processing_error ? d : null;
+    });
+    assert.match(failed.processing_error, /^the scraping provider answered 503: Service Unavailable \(unavailable for (\d+) s\)$/);
+    assert.ok(Number(/for (\d+) s/.exec(failed.processing_error)![1]) >= 6);
+    const budget = await limits(k);
+    assert.equal(budget.dollars.consumed, 0.004, 'the refused scrapes cost nothing: one page scraped, 2 credits at $0.002');
+    assert.equal(budget.dollars.reserved, 0);
   });
 
   it('a worker killed during a model call loses nothing: the call\'s outcome becomes uncertain and a new worker finishes the rewrite', async () => {
