@@ -186,6 +186,7 @@ describe('digitization of every supported format, end to end', function () {
       ['silence.wav', await fs.readFile(silence), /^silence\.wav: no speech was recognised in the recording$/],
       ['empty.docx', await docx([]), /^empty\.docx: the Word document \(\.docx\) contains no text$/],
       ['broken.json', '{"role": ', /^broken\.json: /],
+      ['invisible.txt', '\u200b\u200d\ufeff\u0007 \n\u00ad\u2060\n', /^invisible\.txt: the \.txt file contains no visible text, only invisible or control characters$/],
     ];
     const ids = await Promise.all(cases.map(([name, content]) => upload(name, content)));
     for (const [i, [name, , reason]] of cases.entries()) {

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { nameFromTitle, normalizeLineEnds } from '../../platform/text.js';
+import { isBlank, nameFromTitle, normalizeLineEnds } from '../../platform/text.js';
 import type { ExtractionLimits } from '../../platform/config.js';
 import type { SpeechToTextEngine } from '../../providers/speech-to-text.js';
 import { isPlainText } from '../formats.js';
@@ -39,6 +39,8 @@ export async function extractFile(filePath: string, extension: string, options: 
   const result = await extractByKind(filePath, ext, options);
   const text = isPlainText(ext) ? normalizeLineEnds(result.text) : tidyExtractedText(result.text);
   if (text.trim() === '') throw new UnreadableDocument(emptyReason(ext));
+  // Zero-width and control characters alone would be embedded (and charged) as a document that shows nothing.
+  if (isBlank(text)) throw new UnreadableDocument(`the .${ext} file contains no visible text, only invisible or control characters`);
   return { text, title: nameFromTitle(result.title) };
 }
 
