@@ -17,7 +17,7 @@ type Kb = Awaited<ReturnType<typeof newKnowledgeBase>>;
 
 describe('service outages while embedding', function () {
   this.timeout(180_000);
-  const MAX_OUTAGE_SECONDS = 10;
+  const MAX_OUTAGE_SECONDS = 15;
   let upstream: OpenAiUpstream;
   let weaviate: TcpProxy;
   let api: RunningApi;
