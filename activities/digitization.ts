@@ -18,7 +18,7 @@ import type { EmbeddingProvider } from '../lib/providers/embeddings.js';
 import { beginPipelineRun, finalizeOriginalAsRewritten } from '../lib/knowledge/pipeline-steps.js';
 import { moveQueueMarkers } from '../lib/knowledge/queue-markers.js';
 import { heartbeating } from './heartbeating.js';
-import { loadLiveDocument, permanentFailure } from './live-document.js';
+import { loadLiveDocument, permanentFailure, pipelineFailureOf } from './live-document.js';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
@@ -120,7 +120,7 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
       transcript = await videoTranscripts.fetchTranscript(doc.url!);
     } catch (err) {
       if (err instanceof TranscriptUnavailable) throw permanentFailure(err.message);
-      throw err;
+      throw pipelineFailureOf(err, config.digitization.maxOutageSeconds);
     }
     await storage.write(documentFiles.original(doc.id, 'txt'), transcript.text);
     await storage.write(documentFiles.extracted(doc.id), transcript.text);
@@ -177,7 +177,7 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
           if (!(err instanceof ScrapeFailed)) throw err;
           if (err.kind === 'ambiguous') await markUncertain(db, operationKey, err.message);
           else await release(db, operationKey, err.message);
-          if (err.kind === 'unavailable') return { outcome: err.kind, message: err.message, maxOutageSeconds: scraper.settings.maxOutageSeconds };
+          if (err.kind === 'unavailable') return { outcome: err.kind, message: err.message, maxOutageSeconds: config.digitization.maxOutageSeconds };
           return { outcome: err.kind, message: err.message };
         }
         const costUsd = new Prisma.Decimal(scraper.settings.costPerCreditUsd).times(result.credits).toDecimalPlaces(8, Prisma.Decimal.ROUND_UP).toFixed();

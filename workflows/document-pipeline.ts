@@ -112,8 +112,8 @@ const backoffMs = (n: number, hint: number | null) => Math.min(Math.max(hint ?? 
 const outageBackoffMs = (round: number) => Math.min(2000 * 2 ** round, 5 * 60_000);
 /** The outage window of rewrite plans made before REWRITE_MAX_OUTAGE_SECONDS (and of outage failures without one). */
 const DEFAULT_MAX_OUTAGE_SECONDS = 86_400;
-/** The scraping provider's outage window, when the worker's answer has none (SCRAPER_MAX_OUTAGE_SECONDS). */
-const DEFAULT_SCRAPER_MAX_OUTAGE_SECONDS = 3600;
+/** The scraping provider's outage window, when the worker's answer has none (DIGITIZATION_MAX_OUTAGE_SECONDS). */
+const DEFAULT_DIGITIZATION_MAX_OUTAGE_SECONDS = 3600;
 /**
  * A model that is down: it answered 5xx or refused the connection, so it did no work. A timed-out
  * call (ambiguous) is not: the provider may have done and billed it, and a model too slow for a
@@ -300,7 +300,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
 
   /**
    * A URL page through the scraping provider, admitted by its dollar bound. An outage is waited out
-   * for the provider's window (SCRAPER_MAX_OUTAGE_SECONDS), each try admitted afresh; an ambiguous
+   * for the provider's window (DIGITIZATION_MAX_OUTAGE_SECONDS), each try admitted afresh; an ambiguous
    * outcome (uncertain cost) is tried 5 times — on a capped KB it then waits for an operator's
    * resolution like every unresolved provider outcome.
    */
@@ -316,7 +316,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
         // The provider is down: waited out for its window, 2 s ... 5 min apart.
         outageSince ??= Date.now();
         const lasted = Date.now() - outageSince;
-        const windowMs = (result.maxOutageSeconds ?? DEFAULT_SCRAPER_MAX_OUTAGE_SECONDS) * 1000;
+        const windowMs = (result.maxOutageSeconds ?? DEFAULT_DIGITIZATION_MAX_OUTAGE_SECONDS) * 1000;
         if (lasted >= windowMs) throw new StepFailure(`${result.message} (unavailable for ${Math.round(lasted / 1000)} s)`);
         wait = Math.max(Math.min(outageBackoffMs(outageRound++), windowMs - lasted), 100);
       } else {

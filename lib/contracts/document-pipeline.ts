@@ -102,13 +102,14 @@ export const pipelineFailure = {
   /** Retrying cannot fix it (unreadable file, missing content): recorded, waits for `retry`. */
   permanent: 'PermanentProcessingError',
   /**
-   * A service the step needs is down (the embeddings API, the vector index): the workflow tries the
-   * step again, 2 s ... 5 min apart, for up to the failure's `ServiceOutageDetails.maxOutageSeconds`.
+   * A service the step needs is down (the embeddings API, the vector index, the video platform): the
+   * workflow tries the step again, 2 s ... 5 min apart, for up to the failure's
+   * `ServiceOutageDetails.maxOutageSeconds`.
    */
   unavailable: 'ServiceUnavailable',
 } as const;
 
-/** The details of a `ServiceUnavailable` failure: the worker's outage window (EMBEDDING_MAX_OUTAGE_SECONDS). */
+/** The details of a `ServiceUnavailable` failure: the worker's outage window (EMBEDDING_ or DIGITIZATION_MAX_OUTAGE_SECONDS). */
 export interface ServiceOutageDetails {
   maxOutageSeconds: number;
 }
@@ -156,7 +157,7 @@ export type DigitizeAndEmbedOutcome = DigitizeDocumentOutcome & { embedded: bool
 export type ScrapeOutcome =
   | { outcome: 'scraped' }
   | { outcome: 'refused' | 'ambiguous'; message: string }
-  /** The provider is down: waited out for `maxOutageSeconds` (SCRAPER_MAX_OUTAGE_SECONDS; absent from workers before it: 1 hour). */
+  /** The provider is down: waited out for `maxOutageSeconds` (DIGITIZATION_MAX_OUTAGE_SECONDS; absent from workers before it: 1 hour). */
   | { outcome: 'unavailable'; message: string; maxOutageSeconds?: number };
 
 /** What the workflow needs to admit and run the model calls of a rewrite attempt. */

@@ -159,6 +159,8 @@ export interface DigitizationSettings {
   pdfOcrDpi: number;
   /** Time one LibreOffice conversion of an Office 97-2003 file may take. */
   libreOfficeTimeoutSeconds: number;
+  /** DIGITIZATION_MAX_OUTAGE_SECONDS: how long a document waits out an unavailable scraping provider or video platform. */
+  maxOutageSeconds: number;
 }
 
 /** Dialog analysis, /v2/dialog_analyses (README, "Dialog analysis"). */
@@ -253,8 +255,6 @@ export interface ScraperSettings {
   /** Credits one page may cost at most: the admission bound, and the charge when none is reported. */
   creditsPerPage: number;
   timeoutMs: number;
-  /** SCRAPER_MAX_OUTAGE_SECONDS: how long a URL document waits out an unavailable provider (refused connections, 5xx, 429). */
-  maxOutageSeconds: number;
 }
 
 export interface VideoDataApiSettings {
@@ -405,6 +405,7 @@ const configDefaults = {
   PDF_OCR_CONCURRENCY: '2',
   PDF_OCR_DPI: '300',
   LIBREOFFICE_TIMEOUT_SECONDS: '120',
+  DIGITIZATION_MAX_OUTAGE_SECONDS: '3600',
   DIALOG_ANALYSIS_MODEL: 'gpt-4.1-mini',
   DIALOG_ANALYSIS_RESPONSE_FORMAT: 'auto',
   DIALOG_ANALYSIS_MAX_ATTEMPTS: '3',
@@ -546,7 +547,6 @@ function scraperSettings(env: Env): ScraperSettings | null {
     costPerCreditUsd: cost,
     creditsPerPage: integerSetting('SCRAPER_CREDITS_PER_PAGE', env.SCRAPER_CREDITS_PER_PAGE || '5', 1, 1_000_000),
     timeoutMs: 1000 * integerSetting('SCRAPER_TIMEOUT_SECONDS', env.SCRAPER_TIMEOUT_SECONDS || '120', 1, 3600),
-    maxOutageSeconds: integerSetting('SCRAPER_MAX_OUTAGE_SECONDS', env.SCRAPER_MAX_OUTAGE_SECONDS || '3600', 1, 86_400),
   };
 }
 
@@ -743,6 +743,7 @@ export function loadConfig(env: Env = process.env): Config {
       pdfOcrConcurrency: integerSetting('PDF_OCR_CONCURRENCY', read(env, 'PDF_OCR_CONCURRENCY'), 1, 64),
       pdfOcrDpi: integerSetting('PDF_OCR_DPI', read(env, 'PDF_OCR_DPI'), 72, 1200),
       libreOfficeTimeoutSeconds: integerSetting('LIBREOFFICE_TIMEOUT_SECONDS', read(env, 'LIBREOFFICE_TIMEOUT_SECONDS'), 5, 3600),
+      maxOutageSeconds: integerSetting('DIGITIZATION_MAX_OUTAGE_SECONDS', read(env, 'DIGITIZATION_MAX_OUTAGE_SECONDS'), 1, 86_400),
     },
     dialogAnalysis: dialogAnalysisSettings(env),
     voices: voiceSettings(env, integerSetting('PORT', read(env, 'PORT'), 0, 65535)),

@@ -1,7 +1,8 @@
 /**
  * A service the work needs is down or overloaded: it refused the connection, reset it, or answered
  * 5xx or 429. Nothing was done, so the same request may succeed later; a document pipeline waits
- * such an outage out (EMBEDDING_MAX_OUTAGE_SECONDS) instead of failing the document.
+ * such an outage out (EMBEDDING_MAX_OUTAGE_SECONDS, DIGITIZATION_MAX_OUTAGE_SECONDS) instead of failing
+ * the document.
  */
 export class ServiceUnavailable extends Error {
   override name = 'ServiceUnavailable';

@@ -1,5 +1,6 @@
 import { XMLParser } from 'fast-xml-parser';
 import { readBoundedBody } from './web-fetch.js';
+import { connectionFailed, isUnavailableStatus, ServiceUnavailable } from './service-unavailable.js';
 
 /**
  * Transcripts of videos on a video platform: a video URL document is digitized from its
@@ -76,8 +77,20 @@ export class YouTubeTranscripts implements VideoTranscriptSource {
     return youTubeVideoId(url);
   }
 
+  /** A platform page; a platform that cannot be reached or answers 408, 429 or 5xx is ServiceUnavailable. */
   private async get(path: string): Promise<Response> {
-    return fetch(`${this.options.baseUrl}${path}`, { signal: AbortSignal.timeout(this.options.timeoutMs ?? 30_000), redirect: 'follow' });
+    let res: Response;
+    try {
+      res = await fetch(`${this.options.baseUrl}${path}`, { signal: AbortSignal.timeout(this.options.timeoutMs ?? 30_000), redirect: 'follow' });
+    } catch (err) {
+      if (connectionFailed(err)) throw new ServiceUnavailable(`the video platform could not be reached: ${(err as Error).message}`);
+      throw err;
+    }
+    if (isUnavailableStatus(res.status)) {
+      await res.body?.cancel();
+      throw new ServiceUnavailable(`the video platform answered HTTP ${res.status}`);
+    }
+    return res;
   }
 
   /** A platform answer's text, at most 16 MiB (a caption track is far smaller). */
@@ -89,7 +102,6 @@ export class YouTubeTranscripts implements VideoTranscriptSource {
     const videoId = this.videoId(url);
     if (!videoId) throw new TranscriptUnavailable(`${url} is not a video URL this service can read`);
     const list = await this.get(`/api/timedtext?type=list&v=${videoId}`);
-    if (list.status >= 500) throw new Error(`the video platform answered ${list.status}`);
     if (!list.ok) throw new TranscriptUnavailable(`the video platform has no captions for ${videoId} (HTTP ${list.status})`);
     const tracks: Array<{ lang_code?: string; name?: string; lang_default?: string; kind?: string }> = parser.parse(await this.text(list))?.transcript_list?.track ?? [];
     if (tracks.length === 0) throw new TranscriptUnavailable(`video ${videoId} has no transcript`);
@@ -99,7 +111,6 @@ export class YouTubeTranscripts implements VideoTranscriptSource {
     if (track.name) query.set('name', track.name);
     if (track.kind) query.set('kind', track.kind);
     const res = await this.get(`/api/timedtext?${query}`);
-    if (res.status >= 500) throw new Error(`the video platform answered ${res.status}`);
     if (!res.ok) throw new TranscriptUnavailable(`the transcript of ${videoId} could not be read (HTTP ${res.status})`);
     const lines = (parser.parse(await this.text(res))?.transcript?.text ?? []).map((t: { start?: string; dur?: string; '#text'?: string | number } | string) =>
       typeof t === 'string' ? { start: 0, dur: 0, text: t } : { start: Number(t.start ?? 0), dur: Number(t.dur ?? 0), text: String(t['#text'] ?? '') },

@@ -32,7 +32,7 @@ async function server(handler: http.RequestListener): Promise<{ url: string; clo
 }
 
 const scrapeAnswer = JSON.stringify({ success: true, data: { markdown: '# A page\n\nText.', metadata: { title: 'A page', statusCode: 200 } }, creditsUsed: 1 });
-const settings = (baseUrl: string) => ({ baseUrl, apiKey: 'scraper-key', name: 'firecrawl', costPerCreditUsd: 0.001, creditsPerPage: 5, timeoutMs: 10_000, maxOutageSeconds: 3600 });
+const settings = (baseUrl: string) => ({ baseUrl, apiKey: 'scraper-key', name: 'firecrawl', costPerCreditUsd: 0.001, creditsPerPage: 5, timeoutMs: 10_000 });
 
 describe('SSRF checks and bounded answers', function () {
   this.timeout(60_000);

@@ -36,12 +36,18 @@ describe('LLM rewriting', function () {
   /** A local stand-in for the video platform: timedtext track list, captions and oEmbed. */
   const captions: Record<string, { title: string; lines: Array<[number, number, string]> }> = {
     riverTalk01: { title: 'How rivers build deltas', lines: [[0, 2, 'Welcome back.'], [2, 3, 'Today: deltas &amp; sediment.'], [9, 2, 'When the current slows,'], [11, 2, 'sand drops out.']] },
+    tideTalk02: { title: 'Spring tides', lines: [[0, 2, 'Spring tides follow the full moon.']] },
+    tideTalk03: { title: 'Neap tides', lines: [[0, 2, 'Neap tides follow the half moon.']] },
   };
+  /** Videos the platform answers with an error status for, until the given time (ms). */
+  const platformDown = new Map<string, { status: number; until: number }>();
   const startPlatform = async () => {
     platform = http_.createServer((req, res) => {
       const u = new URL(req.url ?? '/', 'http://x');
       platformCalls.push(u.pathname + u.search);
       const video = captions[u.searchParams.get('v') ?? ''];
+      const down = platformDown.get(u.searchParams.get('v') ?? '');
+      if (down && down.until > Date.now()) return void res.writeHead(down.status).end();
       if (u.pathname === '/api/timedtext' && u.searchParams.get('type') === 'list') {
         res.writeHead(200, { 'content-type': 'text/xml' });
         return void res.end(video ? '<transcript_list><track id="0" name="" lang_code="en" lang_original="English" lang_default="true"/></transcript_list>' : '<transcript_list/>');
@@ -106,7 +112,7 @@ describe('LLM rewriting', function () {
       REWRITE_MAX_OUTPUT_TOKENS: '1000',
       REWRITE_TIMEOUT_SECONDS: '2',
       REWRITE_MAX_OUTAGE_SECONDS: '6',
-      SCRAPER_MAX_OUTAGE_SECONDS: '6',
+      DIGITIZATION_MAX_OUTAGE_SECONDS: '6',
     };
     api = await startApi(env);
     http = client(api.url);
@@ -455,6 +461,28 @@ describe('LLM rewriting', function () {
     assert.equal(doc.digitized_char_count, null);
   });
 
+  it('a video platform that rate-limits (429) or is down (503) delays the video, digitized once it answers; down longer than DIGITIZATION_MAX_OUTAGE_SECONDS (6) fails it saying so', async () => {
+    const k = await newKnowledgeBase(http);
+    platformDown.set('tideTalk02', { status: 429, until: Date.now() + 3000 });
+    platformDown.set('tideTalk03', { status: 503, until: Infinity });
+    const create = async (video: string) => (await http('POST', `/api/documents/${k.partner.name}/${k.kb}`, { key: k.partner.key, form: { type: 'url', url: `https://youtu.be/${video}`, folder: k.folder, use_original_as_rewritten: 'true' } })).body.id as string;
+    const [briefId, longId] = [await create('tideTalk02'), await create('tideTalk03')];
+    const digitized = await eventually('digitized after the rate limit', async () => {
+      const d = await read(k, briefId);
+      if (d.processing_error) throw new Error(d.processing_error);
+      return d.digitized_char_count > 0 ? d : null;
+    });
+    assert.equal(digitized.name, 'Spring tides');
+    assert.ok(platformCalls.filter((c) => c.includes('v=tideTalk02') && c.includes('type=list')).length >= 2, 'asked again after the 429');
+    const failed = await eventually('the long outage failed the step', async () => {
+      const d = await read(k, longId);
+      return d.processing_error ? d : null;
+    });
+    assert.match(failed.processing_error, /^the video platform answered HTTP 503 \(unavailable for (\d+) s\)$/);
+    assert.ok(Number(/for (\d+) s/.exec(failed.processing_error)![1]) >= 6);
+    assert.equal(failed.digitized_char_count, null);
+  });
+
   it('refuses video URLs for a partner without allow_audio_video, creating nothing', async () => {
     const k = await newKnowledgeBase(http);
     const off = await http('PUT', `/api/partners/${k.partner.name}`, { key: admin(), form: { allow_audio_video: 'false' } });
@@ -498,7 +526,7 @@ describe('LLM rewriting', function () {
     assert.equal((await limits(k)).dollars.consumed, 0.004);
   });
 
-  it('a scraping provider outage (503) is waited out; one longer than SCRAPER_MAX_OUTAGE_SECONDS (6) fails the step saying how long it lasted', async () => {
+  it('a scraping provider outage (503) is waited out; one longer than DIGITIZATION_MAX_OUTAGE_SECONDS (6) fails the step saying how long it lasted', async () => {
     const k = await newKnowledgeBase(http);
     const brief = `https://news.example/${unique('brief-outage')}`;
     const long = `https://news.example/${unique('long-outage')}`;
