@@ -10,7 +10,7 @@ import type { Config } from '../lib/platform/config.js';
 import { extractFile, UnreadableDocument } from '../lib/digitization/extractors/index.js';
 import { TranscriptUnavailable, type VideoTranscriptSource } from '../lib/providers/video-transcripts.js';
 import { ScrapeFailed, type Scraper } from '../lib/providers/scraper.js';
-import type { SpeechToTextEngine } from '../lib/providers/speech-to-text.js';
+import { ProviderRefused, type SpeechToTextEngine } from '../lib/providers/speech-to-text.js';
 import { markUncertain, release, reserve, settle } from '../lib/budget/ledger.js';
 import { Prisma } from '../lib/platform/db.js';
 import type { DigitizeDocumentInput, DigitizeDocumentOutcome, DocumentRef, ScrapeOutcome } from '../lib/contracts/document-pipeline.js';
@@ -64,8 +64,8 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
       });
       return text;
     } catch (err) {
-      if (err instanceof UnreadableDocument) throw permanentFailure(`${shownName}: ${err.message}`);
-      throw err;
+      if (err instanceof UnreadableDocument || err instanceof ProviderRefused) throw permanentFailure(`${shownName}: ${err.message}`);
+      throw pipelineFailureOf(err, config.digitization.maxOutageSeconds);
     } finally {
       await fsp.rm(dir, { recursive: true, force: true });
     }

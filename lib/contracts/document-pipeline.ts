@@ -102,9 +102,9 @@ export const pipelineFailure = {
   /** Retrying cannot fix it (unreadable file, missing content): recorded, waits for `retry`. */
   permanent: 'PermanentProcessingError',
   /**
-   * A service the step needs is down (the embeddings API, the vector index, the video platform): the
-   * workflow tries the step again, 2 s ... 5 min apart, for up to the failure's
-   * `ServiceOutageDetails.maxOutageSeconds`.
+   * A service the step needs is down (the embeddings API, the vector index, the video platform, the
+   * transcription API): the workflow tries the step again, 2 s ... 5 min apart, for up to the
+   * failure's `ServiceOutageDetails.maxOutageSeconds`.
    */
   unavailable: 'ServiceUnavailable',
 } as const;

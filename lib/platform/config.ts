@@ -159,7 +159,7 @@ export interface DigitizationSettings {
   pdfOcrDpi: number;
   /** Time one LibreOffice conversion of an Office 97-2003 file may take. */
   libreOfficeTimeoutSeconds: number;
-  /** DIGITIZATION_MAX_OUTAGE_SECONDS: how long a document waits out an unavailable scraping provider or video platform. */
+  /** DIGITIZATION_MAX_OUTAGE_SECONDS: how long a document waits out an unavailable scraping provider, video platform or transcription API. */
   maxOutageSeconds: number;
 }
 

@@ -21,6 +21,7 @@ import path from 'node:path';
 import OpenAI, { APIError } from 'openai';
 import { runTool, ToolFailed } from '../platform/child-process.js';
 import { readWavInfo, sliceWav } from '../audio/wav.js';
+import { connectionFailed, isUnavailableStatus, ServiceUnavailable } from './service-unavailable.js';
 
 /** Languages an engine may be asked for (ISO 639-1), `auto` (the engine identifies it) or `default` (its own). */
 export const sttLanguages = ['en', 'es', 'fr', 'de', 'id', 'it', 'ja', 'nl', 'pl', 'pt', 'ru', 'tr', 'uk', 'ca'] as const;
@@ -354,9 +355,11 @@ export class OpenAiTranscriptionEngine implements SpeechToTextEngine {
       const text = typeof (res as { text?: unknown }).text === 'string' ? (res as { text: string }).text : '';
       return { text: text.replace(/\s+/g, ' ').trim(), words: null };
     } catch (err) {
-      if (err instanceof APIError && typeof err.status === 'number' && err.status >= 400 && err.status < 500 && err.status !== 408 && err.status !== 429) {
-        throw new ProviderRefused(`${this.description} refused the audio (HTTP ${err.status}): ${err.message}`);
+      if (err instanceof APIError && typeof err.status === 'number') {
+        if (isUnavailableStatus(err.status)) throw new ServiceUnavailable(`${this.description} answered HTTP ${err.status}: ${err.message}`);
+        if (err.status >= 400 && err.status < 500) throw new ProviderRefused(`${this.description} refused the audio (HTTP ${err.status}): ${err.message}`);
       }
+      if (connectionFailed(err)) throw new ServiceUnavailable(`${this.description} could not be reached: ${(err as Error).message}`);
       throw err;
     }
   }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
-import { newPartner } from '../support/fixtures.js';
+import { newKnowledgeBase, newPartner } from '../support/fixtures.js';
 import { speak } from '../support/audio.js';
 import { multipartFields, startOpenAiUpstream, type OpenAiUpstream } from '../support/openai-upstream.js';
 
@@ -89,7 +89,7 @@ describe('transcription engines', function () {
     before(async () => {
       answer = 'Um, I think, uh, we should go. Hmm, what time is it?';
       upstream = await startOpenAiUpstream((call) => (call.path.endsWith('/audio/transcriptions') ? { json: { text: answer } } : { status: 404, json: { error: { message: 'no' } } }));
-      worker = await startWorker({ TRANSCRIPTION_MODEL: 'test-stt', TRANSCRIPTION_BASE_URL: upstream.baseUrl, TRANSCRIPTION_API_KEY: 'sk-stt' });
+      worker = await startWorker({ TRANSCRIPTION_MODEL: 'test-stt', TRANSCRIPTION_BASE_URL: upstream.baseUrl, TRANSCRIPTION_API_KEY: 'sk-stt', DIGITIZATION_MAX_OUTAGE_SECONDS: '8' });
       clip = await speak('Hello there.', 'flite-kal');
     });
     after(async () => {
@@ -146,6 +146,38 @@ describe('transcription engines', function () {
       const done = await result(id);
       assert.deepEqual({ status: done.status, text: done.text }, { status: 'completed', text: 'Waited out.' });
       assert.equal(calls() - before, 6);
+    });
+
+    it('an audio document digitized through the API: an outage (503s) delays it; a refusal (400) fails it at once, naming the file', async () => {
+      const k = await newKnowledgeBase(http);
+      const calls = () => upstream.callsTo('/v1/audio/transcriptions').length;
+      const upload = async (name: string) => {
+        const res = await http('POST', `/api/documents/${k.partner.name}/${k.kb}`, { key: k.partner.key, form: { type: 'file', folder: k.folder, use_original_as_rewritten: 'true', file: { name, content: fs.readFileSync(clip) } } });
+        assert.equal(res.status, 201, JSON.stringify(res.body));
+        return res.body.id as string;
+      };
+      const read = async (id: string) => (await http('GET', `/api/document/${k.partner.name}/${k.kb}/${id}`, { key: k.partner.key })).body;
+
+      let before = calls();
+      upstream.respond(() => (calls() - before <= 2 ? { status: 503, json: { error: { message: 'The engine is overloaded' } } } : { json: { text: 'Meeting moved to Friday.' } }));
+      const memo = await upload('memo.wav');
+      const digitized = await eventually('digitized after the outage', async () => {
+        const d = await read(memo);
+        if (d.processing_error) throw new Error(d.processing_error);
+        return d.digitized_char_count > 0 ? d : null;
+      });
+      assert.equal(digitized.digitized_char_count, 'Meeting moved to Friday.'.length);
+      assert.equal(calls() - before, 3, 'two refused calls, then the one that answered');
+
+      before = calls();
+      upstream.respond(() => ({ status: 400, json: { error: { message: 'Audio file might be corrupted or unsupported', type: 'invalid_request_error' } } }));
+      const broken = await upload('broken.wav');
+      const failed = await eventually('failed', async () => {
+        const d = await read(broken);
+        return d.processing_error ? d : null;
+      }, 30_000);
+      assert.match(failed.processing_error, /^broken\.wav: the transcription model test-stt refused the audio \(HTTP 400\): .*Audio file might be corrupted/);
+      assert.equal(calls() - before, 1, 'a refusal is not sent again');
     });
   });
 });
