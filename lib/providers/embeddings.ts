@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import OpenAI, { APIConnectionTimeoutError, APIError } from 'openai';
-import { connectionFailed, isUnavailableStatus, ServiceRejected, ServiceUnavailable } from './service-unavailable.js';
+import { connectionFailed, isUnavailableStatus, providerMessage, ServiceRejected, ServiceUnavailable } from './service-unavailable.js';
 
 /**
  * Dense embeddings. The local engine is the Universal Sentence Encoder lite whose weights ship in
@@ -231,7 +231,7 @@ class OpenAiCompatibleEmbeddings implements EmbeddingProvider {
 function classifyEmbeddingError(err: unknown): unknown {
   if (err instanceof APIConnectionTimeoutError) return err;
   if (err instanceof APIError && typeof err.status === 'number') {
-    const detail = `the embeddings API answered HTTP ${err.status}: ${err.message}`;
+    const detail = `the embeddings API answered HTTP ${err.status}: ${providerMessage(err.status, err.message)}`;
     return isUnavailableStatus(err.status) ? new ServiceUnavailable(detail) : new ServiceRejected(detail);
   }
   if (connectionFailed(err)) return new ServiceUnavailable(`the embeddings API could not be reached: ${(err as Error).message}`);

@@ -25,5 +25,8 @@ export function connectionFailed(err: unknown): boolean {
   return false;
 }
 
+/** An SDK error's message without the status it opens with ("503 The server is overloaded"): the status is said once. */
+export const providerMessage = (status: number, message: string) => message.replace(new RegExp(`^${status}\\b\\s*`), '') || 'no message';
+
 /** An HTTP status that says "not now" rather than "not this request". */
 export const isUnavailableStatus = (status: number) => status >= 500 || status === 408 || status === 429;

@@ -21,7 +21,7 @@ import path from 'node:path';
 import OpenAI, { APIError } from 'openai';
 import { runTool, ToolFailed } from '../platform/child-process.js';
 import { readWavInfo, sliceWav } from '../audio/wav.js';
-import { connectionFailed, isUnavailableStatus, ServiceUnavailable } from './service-unavailable.js';
+import { connectionFailed, isUnavailableStatus, providerMessage, ServiceUnavailable } from './service-unavailable.js';
 
 /** Languages an engine may be asked for (ISO 639-1), `auto` (the engine identifies it) or `default` (its own). */
 export const sttLanguages = ['en', 'es', 'fr', 'de', 'id', 'it', 'ja', 'nl', 'pl', 'pt', 'ru', 'tr', 'uk', 'ca'] as const;
@@ -356,8 +356,9 @@ export class OpenAiTranscriptionEngine implements SpeechToTextEngine {
       return { text: text.replace(/\s+/g, ' ').trim(), words: null };
     } catch (err) {
       if (err instanceof APIError && typeof err.status === 'number') {
-        if (isUnavailableStatus(err.status)) throw new ServiceUnavailable(`${this.description} answered HTTP ${err.status}: ${err.message}`);
-        if (err.status >= 400 && err.status < 500) throw new ProviderRefused(`${this.description} refused the audio (HTTP ${err.status}): ${err.message}`);
+        const detail = providerMessage(err.status, err.message);
+        if (isUnavailableStatus(err.status)) throw new ServiceUnavailable(`${this.description} answered HTTP ${err.status}: ${detail}`);
+        if (err.status >= 400 && err.status < 500) throw new ProviderRefused(`${this.description} refused the audio (HTTP ${err.status}): ${detail}`);
       }
       if (connectionFailed(err)) throw new ServiceUnavailable(`${this.description} could not be reached: ${(err as Error).message}`);
       throw err;
