@@ -13,12 +13,13 @@ import { ScrapeFailed, type Scraper } from '../lib/providers/scraper.js';
 import { ProviderRefused, type SpeechToTextEngine } from '../lib/providers/speech-to-text.js';
 import { markUncertain, release, reserve, settle } from '../lib/budget/ledger.js';
 import { Prisma } from '../lib/platform/db.js';
-import type { DigitizeDocumentInput, DigitizeDocumentOutcome, DocumentRef, ScrapeOutcome } from '../lib/contracts/document-pipeline.js';
+import { pipelineFailure, type DigitizeDocumentInput, type DigitizeDocumentOutcome, type DocumentRef, type ScrapeOutcome } from '../lib/contracts/document-pipeline.js';
 import type { EmbeddingProvider } from '../lib/providers/embeddings.js';
 import { beginPipelineRun, finalizeOriginalAsRewritten } from '../lib/knowledge/pipeline-steps.js';
 import { moveQueueMarkers } from '../lib/knowledge/queue-markers.js';
 import { heartbeating } from './heartbeating.js';
-import { loadLiveDocument, permanentFailure, pipelineFailureOf } from './live-document.js';
+import { loadLiveDocument, permanentFailure } from './live-document.js';
+import { serviceFailureOf } from './service-failures.js';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
@@ -65,7 +66,7 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
       return text;
     } catch (err) {
       if (err instanceof UnreadableDocument || err instanceof ProviderRefused) throw permanentFailure(`${shownName}: ${err.message}`);
-      throw pipelineFailureOf(err, config.digitization.maxOutageSeconds);
+      throw serviceFailureOf(err, config.digitization.maxOutageSeconds, pipelineFailure.permanent);
     } finally {
       await fsp.rm(dir, { recursive: true, force: true });
     }
@@ -120,7 +121,7 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
       transcript = await videoTranscripts.fetchTranscript(doc.url!);
     } catch (err) {
       if (err instanceof TranscriptUnavailable) throw permanentFailure(err.message);
-      throw pipelineFailureOf(err, config.digitization.maxOutageSeconds);
+      throw serviceFailureOf(err, config.digitization.maxOutageSeconds, pipelineFailure.permanent);
     }
     await storage.write(documentFiles.original(doc.id, 'txt'), transcript.text);
     await storage.write(documentFiles.extracted(doc.id), transcript.text);

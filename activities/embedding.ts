@@ -18,8 +18,9 @@ import { ensureEmbeddingProfile } from '../lib/retrieval/embedding-profiles.js';
 import { embeddingBatchBound, embeddingUsage } from '../lib/retrieval/embedding-budget.js';
 import { settle, release } from '../lib/budget/ledger.js';
 import { queueVendorSyncAfterEmbedding } from '../lib/vendor-sync/vendor-sync.js';
-import type { AdmissionBound, DocumentRef } from '../lib/contracts/document-pipeline.js';
-import { loadLiveDocument, permanentFailure, pipelineFailureOf } from './live-document.js';
+import { pipelineFailure, type AdmissionBound, type DocumentRef } from '../lib/contracts/document-pipeline.js';
+import { loadLiveDocument, permanentFailure } from './live-document.js';
+import { serviceFailureOf } from './service-failures.js';
 import { heartbeating } from './heartbeating.js';
 
 export interface EmbeddingActivityDeps {
@@ -227,7 +228,7 @@ export function createEmbeddingActivities({ db, storage, index, embedder, tempor
         if (batcher) await embedBatched(doc, prepared, resumed);
         else await embedPerDocument(doc, prepared, resumed, operationKey);
       } catch (err) {
-        throw pipelineFailureOf(err, config.embedding?.maxOutageSeconds ?? DEFAULT_MAX_OUTAGE_SECONDS);
+        throw serviceFailureOf(err, config.embedding?.maxOutageSeconds ?? DEFAULT_MAX_OUTAGE_SECONDS, pipelineFailure.permanent);
       }
       await markEmbedded(doc, prepared, await profileOnce());
       return { chunkCount: prepared.chunks.length };

@@ -4,16 +4,18 @@ import type { FileStorage } from '../lib/platform/storage.js';
 import { documentFiles } from '../lib/platform/storage.js';
 import type { VendorVectorStore } from '../lib/providers/vector-store.js';
 import { vendorSyncRefused, type VendorSyncInput } from '../lib/contracts/vendor-sync.js';
+import { serviceFailureOf } from './service-failures.js';
 
 export interface VendorSyncActivityDeps {
   db: Db;
   storage: FileStorage;
   /** Null when no vector-store API is configured: every sync fails with a clear error. */
   vendorStore: VendorVectorStore | null;
+  config: { vendorSync: { maxOutageSeconds: number } | null };
 }
 
 /** Vendor sync's side effects (workflows/vendor-sync.ts). */
-export function createVendorSyncActivities({ db, storage, vendorStore }: VendorSyncActivityDeps) {
+export function createVendorSyncActivities({ db, storage, vendorStore, config }: VendorSyncActivityDeps) {
   /** The KB's store, created once; a lost race adopts the winner's store and drops its own. */
   async function storeOf(kb: { id: string; name: string; partnerId: string; vendorVectorStoreId: string | null }, store: VendorVectorStore): Promise<string> {
     if (kb.vendorVectorStoreId) return kb.vendorVectorStoreId;
@@ -38,10 +40,16 @@ export function createVendorSyncActivities({ db, storage, vendorStore }: VendorS
       }
       if (!vendorStore) throw ApplicationFailure.nonRetryable('no vector-store API is configured (VENDOR_SYNC_BASE_URL or OPENAI_BASE_URL)', vendorSyncRefused);
       if (!doc.fileRewritten) throw ApplicationFailure.nonRetryable('the document has no final rewritten content', vendorSyncRefused);
-      const storeId = await storeOf(doc.knowledgeBase, vendorStore);
       const text = await storage.readText(documentFiles.rewritten(documentId));
-      const fileId = await vendorStore.putDocument(storeId, `${documentId}.md`, text, { document_id: documentId, document_name: doc.name.slice(0, 512) });
-      if (doc.vendorFileId && doc.vendorFileId !== fileId) await vendorStore.removeDocument(storeId, doc.vendorFileId);
+      let fileId: string;
+      try {
+        const storeId = await storeOf(doc.knowledgeBase, vendorStore);
+        fileId = await vendorStore.putDocument(storeId, `${documentId}.md`, text, { document_id: documentId, document_name: doc.name.slice(0, 512) });
+        if (doc.vendorFileId && doc.vendorFileId !== fileId) await vendorStore.removeDocument(storeId, doc.vendorFileId);
+      } catch (err) {
+        // An outage is waited out by the workflow (VENDOR_SYNC_MAX_OUTAGE_SECONDS); a refusal is final.
+        throw serviceFailureOf(err, config.vendorSync?.maxOutageSeconds ?? 3600, vendorSyncRefused);
+      }
       await db.document.update({ where: { id: documentId }, data: { vendorSyncStatus: 'synced', vendorSyncError: null, vendorFileId: fileId, vendorSyncedAt: new Date() } });
       return { status: 'synced' };
     },

@@ -32,11 +32,10 @@ import {
   type PipelineStep,
   type RewriteCallOutcome,
   type RewritePlan,
-  type ServiceOutageDetails,
 } from '../lib/contracts/document-pipeline.js';
 import type { Category } from '../lib/contracts/budget-admission.js';
 import { searchAttributes } from '../lib/contracts/search-attributes.js';
-import { activityFailureMessage } from '../lib/contracts/activity-failure.js';
+import { activityFailureMessage, outageWaitMs, serviceOutageOf } from '../lib/contracts/activity-failure.js';
 
 /**
  * One execution per processing request of one document (contract: lib/contracts/document-pipeline.ts).
@@ -108,8 +107,6 @@ const DEFAULT_BUDGET_RECHECK_MS = 5 * 60_000;
  */
 const MAX_UNAVAILABLE_TRIES = 5;
 const backoffMs = (n: number, hint: number | null) => Math.min(Math.max(hint ?? 1000 * 2 ** n, 100), 5 * 60_000);
-/** When every model of a part is down: the wait before the models are tried again (2 s, 4 s ... 5 min). */
-const outageBackoffMs = (round: number) => Math.min(2000 * 2 ** round, 5 * 60_000);
 /** The outage window of rewrite plans made before REWRITE_MAX_OUTAGE_SECONDS (and of outage failures without one). */
 const DEFAULT_MAX_OUTAGE_SECONDS = 86_400;
 /** The scraping provider's outage window, when the worker's answer has none (DIGITIZATION_MAX_OUTAGE_SECONDS). */
@@ -138,13 +135,6 @@ const failureMessage = (err: unknown): string => (err instanceof StepFailure ? e
 
 const isDocumentGone = (err: unknown) =>
   err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === pipelineFailure.documentGone;
-
-/** A step that found a service it needs unavailable: its message and the worker's outage window. */
-const serviceOutageOf = (err: unknown): { message: string; maxOutageSeconds: number } | null => {
-  if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === pipelineFailure.unavailable)) return null;
-  const details = err.cause.details?.[0] as Partial<ServiceOutageDetails> | undefined;
-  return { message: err.cause.message, maxOutageSeconds: details?.maxOutageSeconds ?? DEFAULT_MAX_OUTAGE_SECONDS };
-};
 
 export async function documentPipeline(input: DocumentPipelineInput): Promise<DocumentPipelineProgress> {
   const carry = input.carry;
@@ -318,7 +308,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
         const lasted = Date.now() - outageSince;
         const windowMs = (result.maxOutageSeconds ?? DEFAULT_DIGITIZATION_MAX_OUTAGE_SECONDS) * 1000;
         if (lasted >= windowMs) throw new StepFailure(`${result.message} (unavailable for ${Math.round(lasted / 1000)} s)`);
-        wait = Math.max(Math.min(outageBackoffMs(outageRound++), windowMs - lasted), 100);
+        wait = outageWaitMs(outageRound++, lasted, windowMs);
       } else {
         if (tries >= MAX_UNAVAILABLE_TRIES) throw new StepFailure(result.message);
         wait = backoffMs(tries++ - 1, null);
@@ -401,7 +391,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
           last = { ...last, message: `every model has been unavailable for ${Math.round(lasted / 1000)} s: ${last.message}` };
           break;
         }
-        const wait = Math.max(Math.min(outageBackoffMs(round), windowMs - lasted), 100);
+        const wait = outageWaitMs(round, lasted, windowMs);
         progress.lastError = `every model is unavailable (${last.message}); trying again in ${Math.round(wait / 1000)} s`;
         await sleep(wait);
         progress.lastError = null;
@@ -489,7 +479,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
               setStatus('cancelled');
               return progress;
             }
-            const outage = waitsOutOutages ? serviceOutageOf(err) : null;
+            const outage = waitsOutOutages ? serviceOutageOf(err, DEFAULT_MAX_OUTAGE_SECONDS) : null;
             if (outage) {
               // A service outage delays the document rather than failing it: the step runs again,
               // 2 s ... 5 min apart, until the outage has lasted the worker's window.
@@ -497,7 +487,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
               const lasted = Date.now() - outageSince;
               const windowMs = outage.maxOutageSeconds * 1000;
               if (lasted < windowMs) {
-                const wait = Math.max(Math.min(outageBackoffMs(outageRounds++), windowMs - lasted), 100);
+                const wait = outageWaitMs(outageRounds++, lasted, windowMs);
                 progress.lastError = `${outage.message}; trying again in ${Math.round(wait / 1000)} s`;
                 await sleep(wait);
                 progress.lastError = null;

@@ -1,4 +1,26 @@
-import { ActivityFailure, TimeoutFailure, TimeoutType } from '@temporalio/common';
+import { ActivityFailure, ApplicationFailure, TimeoutFailure, TimeoutType } from '@temporalio/common';
+
+/**
+ * The failure type of an activity that found a service it needs unavailable (refused or broken
+ * connections, 408, 429, 5xx): the workflow waits the outage out for the details' window, trying
+ * again `outageWaitMs` apart, instead of failing the work.
+ */
+export const serviceUnavailableFailure = 'ServiceUnavailable';
+
+/** The details of a `ServiceUnavailable` failure: the worker's outage window for that service. */
+export interface ServiceOutageDetails {
+  maxOutageSeconds: number;
+}
+
+/** An activity's `ServiceUnavailable` failure: its message and window (`fallbackSeconds` when it has none). */
+export function serviceOutageOf(err: unknown, fallbackSeconds: number): { message: string; maxOutageSeconds: number } | null {
+  if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === serviceUnavailableFailure)) return null;
+  const details = err.cause.details?.[0] as Partial<ServiceOutageDetails> | undefined;
+  return { message: err.cause.message, maxOutageSeconds: details?.maxOutageSeconds ?? fallbackSeconds };
+}
+
+/** The wait before try `round + 1` of an outage (2 s, 4 s, 8 s ... 5 min), never past the window's end. */
+export const outageWaitMs = (round: number, lastedMs: number, windowMs: number) => Math.max(Math.min(2000 * 2 ** round, 5 * 60_000, windowMs - lastedMs), 100);
 
 /**
  * What a workflow records for the user (`processing_error`, a transcript's `error`, a voice job's

@@ -1,5 +1,6 @@
 import { defineQuery, defineSignal } from '@temporalio/workflow';
 import type { Bound } from './budget-admission.js';
+import { serviceUnavailableFailure } from './activity-failure.js';
 
 /**
  * Contract of the `documentPipeline` workflow: one execution per processing request of one
@@ -104,15 +105,10 @@ export const pipelineFailure = {
   /**
    * A service the step needs is down (the embeddings API, the vector index, the video platform, the
    * transcription API): the workflow tries the step again, 2 s ... 5 min apart, for up to the
-   * failure's `ServiceOutageDetails.maxOutageSeconds`.
+   * failure's window (EMBEDDING_ or DIGITIZATION_MAX_OUTAGE_SECONDS).
    */
-  unavailable: 'ServiceUnavailable',
+  unavailable: serviceUnavailableFailure,
 } as const;
-
-/** The details of a `ServiceUnavailable` failure: the worker's outage window (EMBEDDING_ or DIGITIZATION_MAX_OUTAGE_SECONDS). */
-export interface ServiceOutageDetails {
-  maxOutageSeconds: number;
-}
 
 export interface DocumentRef {
   documentId: string;

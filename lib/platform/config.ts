@@ -49,8 +49,11 @@ export interface Config {
   embedding: EmbeddingSettings;
   /** Fusion defaults and the optional re-ranker of retrieval (README, "Embedding and retrieval"). */
   retrieval: RetrievalConfig;
-  /** Vendor sync's OpenAI-compatible vector-store API; null: sync fails with a clear error. */
-  vendorSync: { baseUrl: string; apiKey: string | null } | null;
+  /**
+   * Vendor sync's OpenAI-compatible vector-store API, and how long a sync waits out its outage
+   * (VENDOR_SYNC_MAX_OUTAGE_SECONDS); null: sync fails with a clear error.
+   */
+  vendorSync: { baseUrl: string; apiKey: string | null; maxOutageSeconds: number } | null;
   messaging: MessagingSettings;
   rewrite: RewriteSettings;
   /** A scraping provider for URL documents; null fetches pages directly. */
@@ -406,6 +409,7 @@ const configDefaults = {
   PDF_OCR_DPI: '300',
   LIBREOFFICE_TIMEOUT_SECONDS: '120',
   DIGITIZATION_MAX_OUTAGE_SECONDS: '3600',
+  VENDOR_SYNC_MAX_OUTAGE_SECONDS: '3600',
   DIALOG_ANALYSIS_MODEL: 'gpt-4.1-mini',
   DIALOG_ANALYSIS_RESPONSE_FORMAT: 'auto',
   DIALOG_ANALYSIS_MAX_ATTEMPTS: '3',
@@ -710,11 +714,7 @@ export function loadConfig(env: Env = process.env): Config {
     speech: speechSettings(env, openaiBaseUrl),
     embedding: embeddingSettings(env, openaiBaseUrl),
     retrieval: retrievalSettings(env),
-    vendorSync: env.VENDOR_SYNC_BASE_URL
-      ? { baseUrl: urlSetting('VENDOR_SYNC_BASE_URL', env.VENDOR_SYNC_BASE_URL, ['http:', 'https:']), apiKey: env.VENDOR_SYNC_API_KEY || env.OPENAI_API_KEY || null }
-      : openaiBaseUrl
-        ? { baseUrl: openaiBaseUrl, apiKey: env.OPENAI_API_KEY || null }
-        : null,
+    vendorSync: vendorSyncSettings(env, openaiBaseUrl),
     urlFetchAllowPrivate: booleanSetting('URL_FETCH_ALLOW_PRIVATE', env.URL_FETCH_ALLOW_PRIVATE),
     urlFetchAllowLoopback: booleanSetting('URL_FETCH_ALLOW_LOOPBACK', env.URL_FETCH_ALLOW_LOOPBACK),
     budgetSweepGraceSeconds: integerSetting('BUDGET_SWEEP_GRACE_SECONDS', read(env, 'BUDGET_SWEEP_GRACE_SECONDS'), 0, 7 * 86400),
@@ -839,6 +839,12 @@ function retrievalSettings(env: Env): RetrievalConfig {
     rescoring: rescoring === 'on',
     reranker,
   };
+}
+
+function vendorSyncSettings(env: Env, openaiBaseUrl: string | null): Config['vendorSync'] {
+  const maxOutageSeconds = integerSetting('VENDOR_SYNC_MAX_OUTAGE_SECONDS', read(env, 'VENDOR_SYNC_MAX_OUTAGE_SECONDS'), 1, 86_400);
+  if (env.VENDOR_SYNC_BASE_URL) return { baseUrl: urlSetting('VENDOR_SYNC_BASE_URL', env.VENDOR_SYNC_BASE_URL, ['http:', 'https:']), apiKey: env.VENDOR_SYNC_API_KEY || env.OPENAI_API_KEY || null, maxOutageSeconds };
+  return openaiBaseUrl ? { baseUrl: openaiBaseUrl, apiKey: env.OPENAI_API_KEY || null, maxOutageSeconds } : null;
 }
 
 /** Entry points call this: a bad setting ends the process with one readable line. */

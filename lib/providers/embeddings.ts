@@ -1,6 +1,6 @@
 import { Worker } from 'node:worker_threads';
-import OpenAI, { APIConnectionTimeoutError, APIError } from 'openai';
-import { connectionFailed, isUnavailableStatus, providerMessage, ServiceRejected, ServiceUnavailable } from './service-unavailable.js';
+import OpenAI from 'openai';
+import { classifiedApiError } from './service-unavailable.js';
 
 /**
  * Dense embeddings. The local engine is the Universal Sentence Encoder lite whose weights ship in
@@ -208,7 +208,7 @@ class OpenAiCompatibleEmbeddings implements EmbeddingProvider {
         ...(this.options.dimensions ? { dimensions: this.options.dimensions } : {}),
       });
     } catch (err) {
-      throw classifyEmbeddingError(err);
+      throw classifiedApiError(err, 'the embeddings API');
     }
     const vectors = [...res.data].sort((a, b) => a.index - b.index).map((d) => d.embedding);
     if (vectors.length !== texts.length) throw new Error(`the embeddings API answered ${vectors.length} vectors for ${texts.length} inputs`);
@@ -220,22 +220,6 @@ class OpenAiCompatibleEmbeddings implements EmbeddingProvider {
   async embed(texts: string[]): Promise<number[][]> {
     return (await this.embedWithUsage(texts)).vectors;
   }
-}
-
-/**
- * An embeddings API failure, after the client's own quick retries: down or overloaded (refused or
- * broken connections, 5xx, 429) is ServiceUnavailable, waited out by the pipeline; a 4xx (a bad key,
- * an unknown model, an input too long) is ServiceRejected and fails the step at once; anything else
- * (a timeout, an unreadable answer) is left to the step's usual retries.
- */
-function classifyEmbeddingError(err: unknown): unknown {
-  if (err instanceof APIConnectionTimeoutError) return err;
-  if (err instanceof APIError && typeof err.status === 'number') {
-    const detail = `the embeddings API answered HTTP ${err.status}: ${providerMessage(err.status, err.message)}`;
-    return isUnavailableStatus(err.status) ? new ServiceUnavailable(detail) : new ServiceRejected(detail);
-  }
-  if (connectionFailed(err)) return new ServiceUnavailable(`the embeddings API could not be reached: ${(err as Error).message}`);
-  return err;
 }
 
 /** The configured embedder: the OpenAI-compatible API when EMBEDDING_MODEL is set, else local. */

@@ -1,3 +1,5 @@
+import { APIConnectionTimeoutError, APIError } from 'openai';
+
 /**
  * A service the work needs is down or overloaded: it refused the connection, reset it, or answered
  * 5xx or 429. Nothing was done, so the same request may succeed later; a document pipeline waits
@@ -30,3 +32,19 @@ export const providerMessage = (status: number, message: string) => message.repl
 
 /** An HTTP status that says "not now" rather than "not this request". */
 export const isUnavailableStatus = (status: number) => status >= 500 || status === 408 || status === 429;
+
+/**
+ * An OpenAI-SDK API's failure (`what`: "the embeddings API"), after the client's own quick retries:
+ * down or overloaded (refused or broken connections, 408, 429, 5xx) is ServiceUnavailable; another
+ * 4xx (a bad key, an unknown model, an input too long) is ServiceRejected; anything else (a timeout,
+ * an unreadable answer) is returned as it is.
+ */
+export function classifiedApiError(err: unknown, what: string): unknown {
+  if (err instanceof APIConnectionTimeoutError) return err;
+  if (err instanceof APIError && typeof err.status === 'number') {
+    const detail = `${what} answered HTTP ${err.status}: ${providerMessage(err.status, err.message)}`;
+    return isUnavailableStatus(err.status) ? new ServiceUnavailable(detail) : new ServiceRejected(detail);
+  }
+  if (connectionFailed(err)) return new ServiceUnavailable(`${what} could not be reached: ${(err as Error).message}`);
+  return err;
+}

@@ -1,4 +1,5 @@
 import OpenAI, { toFile } from 'openai';
+import { classifiedApiError } from './service-unavailable.js';
 
 /**
  * Vendor sync's adapter: an external vector store reached through the OpenAI vector-store files
@@ -14,6 +15,9 @@ export interface VendorVectorStore {
   removeDocument(storeId: string, fileId: string): Promise<void>;
 }
 
+/** A failure of the vector-store API, classified: outages are waited out, refusals are final. */
+const classified = (err: unknown) => classifiedApiError(err, 'the vector-store API');
+
 export class OpenAiVectorStore implements VendorVectorStore {
   private readonly client: OpenAI;
 
@@ -22,18 +26,22 @@ export class OpenAiVectorStore implements VendorVectorStore {
   }
 
   async createStore(name: string, metadata: Record<string, string>): Promise<string> {
-    return (await this.client.vectorStores.create({ name, metadata })).id;
+    return (await this.client.vectorStores.create({ name, metadata }).catch((err) => Promise.reject(classified(err)))).id;
   }
 
   async putDocument(storeId: string, filename: string, text: string, attributes: Record<string, string>): Promise<string> {
-    const file = await this.client.files.create({ file: await toFile(Buffer.from(text, 'utf8'), filename, { type: 'text/markdown' }), purpose: 'assistants' });
-    await this.client.vectorStores.files.create(storeId, { file_id: file.id, attributes });
-    return file.id;
+    try {
+      const file = await this.client.files.create({ file: await toFile(Buffer.from(text, 'utf8'), filename, { type: 'text/markdown' }), purpose: 'assistants' });
+      await this.client.vectorStores.files.create(storeId, { file_id: file.id, attributes });
+      return file.id;
+    } catch (err) {
+      throw classified(err);
+    }
   }
 
   async removeDocument(storeId: string, fileId: string): Promise<void> {
     const ignoreMissing = (err: unknown) => {
-      if (!(err instanceof OpenAI.NotFoundError)) throw err;
+      if (!(err instanceof OpenAI.NotFoundError)) throw classified(err);
     };
     await this.client.vectorStores.files.delete(fileId, { vector_store_id: storeId }).catch(ignoreMissing);
     await this.client.files.delete(fileId).catch(ignoreMissing);

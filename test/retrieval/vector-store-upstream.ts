@@ -9,24 +9,26 @@ import multer from 'multer';
  * POST /v1/files (multipart, purpose=assistants), POST /v1/vector_stores,
  * POST /v1/vector_stores/{id}/files, DELETE /v1/vector_stores/{id}/files/{file_id},
  * DELETE /v1/files/{id}. State is in memory so tests can assert on what the store holds.
- * `failUploads` answers 500 to file uploads (a provider outage).
+ * `failUploads` answers 500 to file uploads (a provider outage); `uploadCalls` counts them all.
  */
 export interface VectorStoreUpstream {
   baseUrl: string;
   stores: Map<string, { name: string; metadata: Record<string, string>; files: Map<string, Record<string, string>> }>;
   files: Map<string, { filename: string; content: string }>;
   failUploads: boolean;
+  uploadCalls: number;
   close(): Promise<void>;
 }
 
 export async function startVectorStoreUpstream(): Promise<VectorStoreUpstream> {
-  const state: VectorStoreUpstream = { baseUrl: '', stores: new Map(), files: new Map(), failUploads: false, close: async () => undefined };
+  const state: VectorStoreUpstream = { baseUrl: '', stores: new Map(), files: new Map(), failUploads: false, uploadCalls: 0, close: async () => undefined };
   const app = express();
   const upload = multer({ storage: multer.memoryStorage() });
   const now = () => Math.floor(Date.now() / 1000);
   const notFound = (res: express.Response, what: string) => void res.status(404).json({ error: { message: `No such ${what}`, type: 'invalid_request_error' } });
 
   app.post('/v1/files', upload.single('file'), (req, res) => {
+    state.uploadCalls++;
     if (state.failUploads) return void res.status(500).json({ error: { message: 'upstream outage', type: 'server_error' } });
     if (!req.file || req.body.purpose !== 'assistants') return void res.status(400).json({ error: { message: 'file and purpose=assistants required', type: 'invalid_request_error' } });
     const id = `file-${crypto.randomUUID()}`;

@@ -19,7 +19,7 @@ describe('vendor sync to an external vector store', function () {
 
   before(async () => {
     upstream = await startVectorStoreUpstream();
-    const env = { VENDOR_SYNC_BASE_URL: upstream.baseUrl, VENDOR_SYNC_API_KEY: 'sk-test' };
+    const env = { VENDOR_SYNC_BASE_URL: upstream.baseUrl, VENDOR_SYNC_API_KEY: 'sk-test', VENDOR_SYNC_MAX_OUTAGE_SECONDS: '6' };
     api = await startApi(env);
     http = client(api.url);
     worker = await startWorker(env);
@@ -66,12 +66,24 @@ describe('vendor sync to an external vector store', function () {
     assert.ok(!upstream.files.has(firstFile), 'the previous file is deleted');
     assert.match(upstream.files.get(resynced.documents[0].vendor_file_id)!.content, /Neap tides/);
 
-    // An outage: the sync fails visibly, retry-failed queues exactly the failed document.
+    // A brief outage is waited out: the sync goes through once the API answers, never shown failed.
     upstream.failUploads = true;
+    let calls = upstream.uploadCalls;
+    assert.deepEqual((await http('POST', `/api/vendor-sync/${partner.name}/${kb}/backfill`, { key: admin() })).body, { status: 'queued', queued: 1 });
+    await eventually('two attempts refused', async () => upstream.uploadCalls - calls >= 6, 30_000);
+    assert.equal((await status()).body.counts.failed, 0, 'an outage is not a failure');
+    upstream.failUploads = false;
+    await eventually('synced after the outage', async () => ((await status()).body.documents[0].vendor_file_id !== resynced.documents[0].vendor_file_id ? true : undefined), 30_000);
+    assert.equal((await status()).body.counts.synced, 1);
+
+    // An outage longer than VENDOR_SYNC_MAX_OUTAGE_SECONDS (6): the sync fails visibly, retry-failed queues exactly the failed document.
+    upstream.failUploads = true;
+    calls = upstream.uploadCalls;
     const backfill = await http('POST', `/api/vendor-sync/${partner.name}/${kb}/backfill`, { key: admin() });
     assert.deepEqual(backfill.body, { status: 'queued', queued: 1 });
-    const failed = await eventually('failed', async () => ((await status()).body.counts.failed === 1 ? (await status()).body : undefined), 180_000);
-    assert.ok(failed.documents[0].error);
+    const failed = await eventually('failed', async () => ((await status()).body.counts.failed === 1 ? (await status()).body : undefined), 60_000);
+    assert.match(failed.documents[0].error, /^the vector-store API answered HTTP 500: upstream outage \(unavailable for (\d+) s\)$/);
+    assert.ok(upstream.uploadCalls - calls > 3, 'tried again for the whole window');
     upstream.failUploads = false;
     const retry = await http('POST', `/api/vendor-sync/${partner.name}/${kb}/retry-failed`, { key: admin() });
     assert.deepEqual(retry.body, { status: 'queued', queued: 1 });

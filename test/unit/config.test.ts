@@ -63,6 +63,7 @@ describe('configuration, validated once at start-up', () => {
     ['an unknown DIALOG_ANALYSIS_RESPONSE_FORMAT', { ...valid, DIALOG_ANALYSIS_RESPONSE_FORMAT: 'xml' }, /DIALOG_ANALYSIS_RESPONSE_FORMAT must be one of auto, json_schema, json_object, prompt/],
     ['DIALOG_ANALYSIS_MAX_ATTEMPTS out of range', { ...valid, DIALOG_ANALYSIS_MAX_ATTEMPTS: '0' }, /DIALOG_ANALYSIS_MAX_ATTEMPTS must be between 1 and 10/],
     ['DIGITIZATION_MAX_OUTAGE_SECONDS over a day', { ...valid, DIGITIZATION_MAX_OUTAGE_SECONDS: '86401' }, /DIGITIZATION_MAX_OUTAGE_SECONDS must be between 1 and 86400/],
+    ['VENDOR_SYNC_MAX_OUTAGE_SECONDS of zero', { ...valid, VENDOR_SYNC_MAX_OUTAGE_SECONDS: '0' }, /VENDOR_SYNC_MAX_OUTAGE_SECONDS must be between 1 and 86400/],
     ['EMBEDDING_MAX_OUTAGE_SECONDS over a week', { ...valid, EMBEDDING_MAX_OUTAGE_SECONDS: '604801' }, /EMBEDDING_MAX_OUTAGE_SECONDS must be between 1 and 604800/],
     ['DIALOG_ANALYSIS_MAX_OUTAGE_SECONDS over 6 hours', { ...valid, DIALOG_ANALYSIS_MAX_OUTAGE_SECONDS: '21601' }, /DIALOG_ANALYSIS_MAX_OUTAGE_SECONDS must be between 1 and 21600/],
     ['a non-numeric DIALOG_ANALYSIS_RETENTION_SECONDS', { ...valid, DIALOG_ANALYSIS_RETENTION_SECONDS: '1d' }, /DIALOG_ANALYSIS_RETENTION_SECONDS must be a whole number/],

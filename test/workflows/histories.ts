@@ -32,7 +32,7 @@ function payloadText(value: unknown): string {
  * The path a run took, from its history: how it ended, and for document pipelines whether it was
  * budget-blocked, retried after a failed step, replaced by a new request, or continued as new
  * between two model calls of a rewrite, or waited out an outage of every model or of a service a
- * step needs; for dialog analyses whether a provider outage was waited out. Null: not worth keeping
+ * step needs; for dialog analyses and vendor syncs whether a provider outage was waited out. Null: not worth keeping
  * (terminated by hand, timed out).
  */
 export function pathOf(type: string, events: HistoryEvent[]): string | null {
@@ -49,11 +49,13 @@ export function pathOf(type: string, events: HistoryEvent[]): string | null {
             ? null
             : 'running';
   if (ended !== null && type === 'dialogAnalysis' && events.some((e) => e.markerRecordedEventAttributes && payloadText(e).includes('dialog-analysis-outage-window'))) return `${ended}-after-outage`;
+  const waitedOutOutage = events.some((e) => e.activityTaskFailedEventAttributes?.failure?.applicationFailureInfo?.type === 'ServiceUnavailable');
+  if (ended !== null && type === 'vendorSync' && waitedOutOutage) return `${ended}-after-outage`;
   if (ended === null || type !== 'documentPipeline') return ended;
   if (ended === 'continued-as-new' && events.some((e) => e.markerRecordedEventAttributes && payloadText(e).includes('rewrite-continues-as-new'))) return 'continued-as-new-mid-rewrite';
   if (ended !== 'completed') return ended === 'running' ? null : ended;
   if (events.some((e) => e.markerRecordedEventAttributes && payloadText(e).includes('rewrite-waits-out-outage'))) return 'completed-after-outage';
-  if (events.some((e) => e.activityTaskFailedEventAttributes?.failure?.applicationFailureInfo?.type === 'ServiceUnavailable')) return 'completed-after-service-outage';
+  if (waitedOutOutage) return 'completed-after-service-outage';
   if (last && payloadText(last).includes('superseded')) return 'superseded';
   if (events.some((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'requeueStep')) return 'failed-and-retried';
   if (events.some((e) => e.upsertWorkflowSearchAttributesEventAttributes && payloadText(e).includes('budget_blocked'))) return 'budget-blocked';
