@@ -48,7 +48,8 @@ export function createVendorSyncActivities({ db, storage, vendorStore, config }:
         if (doc.vendorFileId && doc.vendorFileId !== fileId) await vendorStore.removeDocument(storeId, doc.vendorFileId);
       } catch (err) {
         // An outage is waited out by the workflow (VENDOR_SYNC_MAX_OUTAGE_SECONDS); a refusal is final.
-        throw serviceFailureOf(err, config.vendorSync?.maxOutageSeconds ?? 3600, vendorSyncRefused);
+        // vendorStore exists only when config.vendorSync does (lib/services.ts).
+        throw serviceFailureOf(err, config.vendorSync!.maxOutageSeconds, vendorSyncRefused);
       }
       await db.document.update({ where: { id: documentId }, data: { vendorSyncStatus: 'synced', vendorSyncError: null, vendorFileId: fileId, vendorSyncedAt: new Date() } });
       return { status: 'synced' };
