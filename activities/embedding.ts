@@ -153,6 +153,8 @@ export function createEmbeddingActivities({ db, storage, index, embedder, tempor
     const documentId = doc.id;
     const className = () => chunkClassFor(embedder.profile.name);
     const progress: EmbedProgress = { next: Number(resumed?.next ?? 0) || 0, inputTokens: resumed ? (resumed.inputTokens ?? null) : 0 };
+    // While the index is down every attempt would pay for a batch it cannot write: ask first.
+    if (embedder.paid) await index.assertReachable();
     for (let start = progress.next; start < prepared.chunks.length; start += EMBED_BATCH) {
       const end = Math.min(start + EMBED_BATCH, prepared.chunks.length);
       // The first batch teaches an API provider its dimensions; the profile is recorded after it.

@@ -64,7 +64,7 @@ export function createServices(config: Config, component: string): Services {
     config,
     db: createDb(config.databaseUrl, undefined, log),
     storage: new LocalFileStorage(config.storageDir),
-    index: new VectorIndex(config.weaviateUrl),
+    index: new VectorIndex(config.weaviateUrl, config.weaviateTimeoutMs),
     embedder: embedderFromConfig(config),
     vendorStore: config.vendorSync ? new OpenAiVectorStore(config.vendorSync) : null,
     log,

@@ -13,6 +13,8 @@ export interface Config {
   temporalNamespace: string;
   temporalTaskQueue: string;
   weaviateUrl: string;
+  /** WEAVIATE_TIMEOUT_SECONDS: a Weaviate request unanswered this long counts as Weaviate unavailable. */
+  weaviateTimeoutMs: number;
   port: number;
   /**
    * Which proxies in front of the API are believed about the client (X-Forwarded-For, -Proto,
@@ -375,6 +377,7 @@ const configDefaults = {
   TEMPORAL_NAMESPACE: 'default',
   TEMPORAL_TASK_QUEUE: 'knowledge',
   WEAVIATE_URL: 'http://127.0.0.1:8080',
+  WEAVIATE_TIMEOUT_SECONDS: '30',
   PORT: '3000',
   TRUST_PROXY: 'false',
   STORAGE_DIR: '.data/storage',
@@ -698,6 +701,7 @@ export function loadConfig(env: Env = process.env): Config {
     temporalNamespace: read(env, 'TEMPORAL_NAMESPACE'),
     temporalTaskQueue: read(env, 'TEMPORAL_TASK_QUEUE'),
     weaviateUrl: urlSetting('WEAVIATE_URL', read(env, 'WEAVIATE_URL'), ['http:', 'https:']),
+    weaviateTimeoutMs: integerSetting('WEAVIATE_TIMEOUT_SECONDS', read(env, 'WEAVIATE_TIMEOUT_SECONDS'), 1, 3600) * 1000,
     port: integerSetting('PORT', read(env, 'PORT'), 0, 65535),
     trustProxy: trustProxySetting(read(env, 'TRUST_PROXY')),
     adminApiKey,

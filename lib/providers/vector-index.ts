@@ -117,7 +117,7 @@ function unavailableOr(err: unknown): unknown {
  * whose event loop was busy meanwhile learns of the closes only after a turn of the loop, which
  * the short wait gives it, so the next attempt gets a live connection.
  */
-async function idempotent<T>(request: () => Promise<T>): Promise<T> {
+async function resentOnStaleConnection<T>(request: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await request();
@@ -128,20 +128,54 @@ async function idempotent<T>(request: () => Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * The request's answer, or ServiceUnavailable once `timeoutMs` has passed: a Weaviate that accepts
+ * connections but does not answer (hung, or swapping) is treated as down, so a search answers 503
+ * and a pipeline waits it out, instead of both waiting for the HTTP client's own 5-minute limit.
+ * The client takes no abort signal, so a late answer is dropped; every request sent this way is
+ * safe to have run anyway (reads, and writes keyed by object ID).
+ */
+function answeredWithin<T>(request: Promise<T>, timeoutMs: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new ServiceUnavailable(`the vector index (Weaviate) did not answer within ${timeoutMs / 1000} s`)), timeoutMs);
+  });
+  request.catch(() => undefined);
+  return Promise.race([request, late]).finally(() => clearTimeout(timer));
+}
+
 export class VectorIndex {
   readonly client: WeaviateClient;
 
-  constructor(url: string) {
+  /** `timeoutMs`: how long one request may go unanswered before Weaviate counts as unavailable (WEAVIATE_TIMEOUT_SECONDS). */
+  constructor(
+    url: string,
+    private readonly timeoutMs = 30_000,
+  ) {
     const u = new URL(url);
     this.client = weaviate.client({ scheme: u.protocol.replace(':', ''), host: u.host });
   }
 
+  /** Every request to Weaviate goes through here: resent on a stale connection, bounded by the timeout. */
+  private idempotent<T>(request: () => Promise<T>): Promise<T> {
+    return answeredWithin(resentOnStaleConnection(request), this.timeoutMs);
+  }
+
   async ready(): Promise<boolean> {
     try {
-      return Boolean(await this.client.misc.readyChecker().do());
+      return Boolean(await this.idempotent(() => this.client.misc.readyChecker().do()));
     } catch {
       return false;
     }
+  }
+
+  /**
+   * Throws ServiceUnavailable (saying why) unless Weaviate answers a request now: asked before work
+   * that costs money and is lost if the index cannot take it (a paid embedding). `/v1/meta` is the
+   * cheapest request that reports its failure (the readiness checker turns every failure into false).
+   */
+  async assertReachable(): Promise<void> {
+    await this.idempotent(() => this.client.misc.metaGetter().do());
   }
 
   private classesReady = new Map<string, Promise<void>>();
@@ -164,9 +198,9 @@ export class VectorIndex {
 
   /** Creates the class if it is missing. Safe to call from several processes at once. */
   private async createClass(className: string): Promise<void> {
-    if (await this.client.schema.exists(className)) return;
+    if (await this.idempotent(() => this.client.schema.exists(className))) return;
     try {
-      await this.client.schema
+      const creator = this.client.schema
         .classCreator()
         .withClass({
           class: className,
@@ -189,16 +223,17 @@ export class VectorIndex {
             textField('bm25Text', 'whitespace', true),
             textField('embeddingProfile'),
           ],
-        } as never)
-        .do();
+        } as never);
+      // A creation that failed because another process created the class first is found below.
+      await this.idempotent(() => creator.do());
     } catch (err) {
-      if (!(await this.client.schema.exists(className))) throw err;
+      if (!(await this.idempotent(() => this.client.schema.exists(className)))) throw err;
     }
   }
 
   /** Every chunk class that exists (all profiles, and the legacy class). */
   async chunkClasses(): Promise<string[]> {
-    const schema = await idempotent(() => this.client.schema.getter().do());
+    const schema = await this.idempotent(() => this.client.schema.getter().do());
     return (schema.classes ?? []).map((c) => c.class!).filter((c) => c.startsWith(CLASS_PREFIX) || c === LEGACY_CHUNK_CLASS);
   }
 
@@ -212,7 +247,7 @@ export class VectorIndex {
     for (;;) {
       let queued = 0;
       for (const cls of classes) {
-        const status = (await idempotent(() => this.client.cluster.nodesStatusGetter().withClassName(cls).withOutput('verbose').do())) as {
+        const status = (await this.idempotent(() => this.client.cluster.nodesStatusGetter().withClassName(cls).withOutput('verbose').do())) as {
           nodes?: Array<{ shards?: Array<{ class: string; vectorQueueLength?: number }> | null }>;
         };
         queued += (status.nodes ?? []).flatMap((n) => n.shards ?? []).filter((s) => s.class === cls).reduce((sum, s) => sum + (s.vectorQueueLength ?? 0), 0);
@@ -238,7 +273,7 @@ export class VectorIndex {
       } as never);
     }
     // Object IDs are derived from (document, chunk index): sending a batch twice overwrites.
-    const results = (await idempotent(() => batcher.do())) as Array<{ result?: { errors?: { error?: { message: string }[] } } }>;
+    const results = (await this.idempotent(() => batcher.do())) as Array<{ result?: { errors?: { error?: { message: string }[] } } }>;
     const failures = results.flatMap((r) => r.result?.errors?.error?.map((e) => e.message) ?? []);
     if (failures.length) throw new Error(`Weaviate rejected ${failures.length} chunk(s): ${failures[0]}`);
   }
@@ -257,21 +292,21 @@ export class VectorIndex {
       ],
     };
     for (const cls of classes) {
-      if (!(await idempotent(() => this.client.schema.exists(cls)))) continue;
+      if (!(await this.idempotent(() => this.client.schema.exists(cls)))) continue;
       await this.deleteWhere(cls, where);
     }
   }
 
   /** Deletes the chunks of a class that match `where` (one batch delete request). */
   async deleteWhere(className: string, where: WhereFilter): Promise<void> {
-    await idempotent(() => this.client.batch.objectsBatchDeleter().withClassName(className).withWhere(where).do());
+    await this.idempotent(() => this.client.batch.objectsBatchDeleter().withClassName(className).withWhere(where).do());
   }
 
   /** Chunk indexes of a document, over every class (a chunk in two classes appears twice). */
   async listDocumentChunkIndexes(documentId: string, className?: string): Promise<number[]> {
     const out: number[] = [];
     for (const cls of className ? [className] : await this.chunkClasses()) {
-      const res = await idempotent(() =>
+      const res = await this.idempotent(() =>
         this.client.graphql
           .get()
           .withClassName(cls)
@@ -293,7 +328,7 @@ export class VectorIndex {
   async countKnowledgeBaseChunks(knowledgeBaseId: string): Promise<number> {
     let count = 0;
     for (const cls of await this.chunkClasses()) {
-      const res = await idempotent(() =>
+      const res = await this.idempotent(() =>
         this.client.graphql.aggregate().withClassName(cls).withWhere(this.kbWhere({ knowledgeBaseId })).withFields('meta { count }').do(),
       );
       count += (res.data?.Aggregate?.[cls]?.[0] as { meta?: { count?: number } } | undefined)?.meta?.count ?? 0;
@@ -318,7 +353,7 @@ export class VectorIndex {
 
   private async nearVector(className: string, target: 'dense' | 'sparse', filter: IndexFilter, vector: number[], limit: number): Promise<SearchHit[]> {
     await this.ensureClass(className);
-    const res = await idempotent(() =>
+    const res = await this.idempotent(() =>
       this.client.graphql
         .get()
         .withClassName(className)
@@ -345,7 +380,7 @@ export class VectorIndex {
   async searchBm25(className: string, filter: IndexFilter, analysedQuery: string, limit: number): Promise<SearchHit[]> {
     if (!analysedQuery.trim()) return [];
     await this.ensureClass(className);
-    const res = await idempotent(() =>
+    const res = await this.idempotent(() =>
       this.client.graphql
         .get()
         .withClassName(className)
@@ -361,7 +396,7 @@ export class VectorIndex {
   /** Weaviate's own hybrid query (BM25 + dense, relative-score fusion): the benchmark's baseline. */
   async searchNativeHybrid(className: string, filter: IndexFilter, query: string, vector: number[], limit: number, alpha = 0.5): Promise<SearchHit[]> {
     await this.ensureClass(className);
-    const res = await idempotent(() =>
+    const res = await this.idempotent(() =>
       this.client.graphql
         .get()
         .withClassName(className)

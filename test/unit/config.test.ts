@@ -12,6 +12,7 @@ describe('configuration, validated once at start-up', () => {
     assert.equal(c.temporalAddress, '127.0.0.1:7233');
     assert.equal(c.temporalNamespace, 'default');
     assert.equal(c.weaviateUrl, 'http://127.0.0.1:8080');
+    assert.equal(c.weaviateTimeoutMs, 30_000);
     assert.equal(c.port, 3000);
     assert.equal(c.openaiBaseUrl, null);
     assert.ok(c.storageDir.endsWith('.data/storage'));
@@ -64,6 +65,7 @@ describe('configuration, validated once at start-up', () => {
     ['DIALOG_ANALYSIS_MAX_ATTEMPTS out of range', { ...valid, DIALOG_ANALYSIS_MAX_ATTEMPTS: '0' }, /DIALOG_ANALYSIS_MAX_ATTEMPTS must be between 1 and 10/],
     ['DIGITIZATION_MAX_OUTAGE_SECONDS over a day', { ...valid, DIGITIZATION_MAX_OUTAGE_SECONDS: '86401' }, /DIGITIZATION_MAX_OUTAGE_SECONDS must be between 1 and 86400/],
     ['VENDOR_SYNC_MAX_OUTAGE_SECONDS of zero', { ...valid, VENDOR_SYNC_MAX_OUTAGE_SECONDS: '0' }, /VENDOR_SYNC_MAX_OUTAGE_SECONDS must be between 1 and 86400/],
+    ['WEAVIATE_TIMEOUT_SECONDS of zero', { ...valid, WEAVIATE_TIMEOUT_SECONDS: '0' }, /WEAVIATE_TIMEOUT_SECONDS must be between 1 and 3600/],
     ['EMBEDDING_MAX_OUTAGE_SECONDS over a week', { ...valid, EMBEDDING_MAX_OUTAGE_SECONDS: '604801' }, /EMBEDDING_MAX_OUTAGE_SECONDS must be between 1 and 604800/],
     ['DIALOG_ANALYSIS_MAX_OUTAGE_SECONDS over 6 hours', { ...valid, DIALOG_ANALYSIS_MAX_OUTAGE_SECONDS: '21601' }, /DIALOG_ANALYSIS_MAX_OUTAGE_SECONDS must be between 1 and 21600/],
     ['a non-numeric DIALOG_ANALYSIS_RETENTION_SECONDS', { ...valid, DIALOG_ANALYSIS_RETENTION_SECONDS: '1d' }, /DIALOG_ANALYSIS_RETENTION_SECONDS must be a whole number/],
