@@ -18,7 +18,7 @@ import { ensureEmbeddingProfile } from '../lib/retrieval/embedding-profiles.js';
 import { embeddingBatchBound, embeddingUsage } from '../lib/retrieval/embedding-budget.js';
 import { settle, release } from '../lib/budget/ledger.js';
 import { queueVendorSyncAfterEmbedding } from '../lib/vendor-sync/vendor-sync.js';
-import { pipelineFailure, type AdmissionBound, type DocumentRef } from '../lib/contracts/document-pipeline.js';
+import { pipelineFailure, type AdmissionBound, type DocumentRef, type EmbedDocumentInput, type EmbedResume } from '../lib/contracts/document-pipeline.js';
 import { loadLiveDocument, permanentFailure } from './live-document.js';
 import { serviceFailureOf } from './service-failures.js';
 import { heartbeating } from './heartbeating.js';
@@ -130,10 +130,9 @@ export function createEmbeddingActivities({ db, storage, index, embedder, tempor
    * resumes there) and bring cancellation: a document being deleted is withdrawn from the batcher,
    * and the activity ends only once no batch holds any of its chunks.
    */
-  async function embedBatched(doc: Awaited<ReturnType<typeof loadDocument>>, prepared: PreparedDocument, resumed: EmbedProgress | undefined) {
+  async function embedBatched(doc: Awaited<ReturnType<typeof loadDocument>>, prepared: PreparedDocument, progress: EmbedProgress) {
     const ctx = Context.current();
     const className = chunkClassFor(embedder.profile.name);
-    const progress: EmbedProgress = { next: Math.min(Number(resumed?.next ?? 0) || 0, prepared.chunks.length) };
     ctx.heartbeat(progress);
     const beat = setInterval(() => ctx.heartbeat(progress), 2000);
     try {
@@ -148,11 +147,10 @@ export function createEmbeddingActivities({ db, storage, index, embedder, tempor
   }
 
   /** A paid embedder: the document alone, batch by batch, its reported usage kept for settlement. */
-  async function embedPerDocument(doc: Awaited<ReturnType<typeof loadDocument>>, prepared: PreparedDocument, resumed: EmbedProgress | undefined, operationKey: string | undefined) {
+  async function embedPerDocument(doc: Awaited<ReturnType<typeof loadDocument>>, prepared: PreparedDocument, progress: EmbedProgress, operationKey: string | undefined) {
     const ctx = Context.current();
     const documentId = doc.id;
     const className = () => chunkClassFor(embedder.profile.name);
-    const progress: EmbedProgress = { next: Number(resumed?.next ?? 0) || 0, inputTokens: resumed ? (resumed.inputTokens ?? null) : 0 };
     // While the index is down every attempt would pay for a batch it cannot write: ask first.
     if (embedder.paid) await index.assertReachable();
     for (let start = progress.next; start < prepared.chunks.length; start += EMBED_BATCH) {
@@ -217,7 +215,7 @@ export function createEmbeddingActivities({ db, storage, index, embedder, tempor
      * chunk twice. At the end the document's chunks beyond the new count and its chunks in every
      * other profile's class are removed: the index holds exactly the latest version, once.
      */
-    async embedDocument({ documentId, operationKey }: DocumentRef & { operationKey?: string }): Promise<{ chunkCount: number }> {
+    async embedDocument({ documentId, operationKey, resume }: EmbedDocumentInput): Promise<{ chunkCount: number }> {
       const doc = await loadDocument(documentId);
       if (!doc.fileRewritten) throw permanentFailure('the document has no final rewritten content to embed');
       if (embedder.paid && !operationKey) throw new Error('a paid embedding runs only under an admitted operation');
@@ -225,12 +223,20 @@ export function createEmbeddingActivities({ db, storage, index, embedder, tempor
       await markStarted(documentId, doc.embeddingStatus, doc.knowledgeBaseId);
       // Language detection takes seconds for a large document (~20 s for 30 MB here): heartbeats
       // go on meanwhile, carrying the progress a retry resumes from.
-      const prepared = await heartbeating(async () => prepareDocument(await storage.readText(documentFiles.rewritten(documentId))), 2000, resumed);
+      const { prepared, contentSha } = await heartbeating(async () => {
+        const text = await storage.readText(documentFiles.rewritten(documentId));
+        return { prepared: await prepareDocument(text), contentSha: crypto.createHash('sha256').update(text).digest('hex') };
+      }, 2000, resumed);
+      const here: Omit<EmbedResume, 'next'> = { contentSha, className: chunkClassFor(embedder.profile.name) };
+      // A retry of this activity continues from its heartbeat (the same operation, whose usage so far
+      // it carries); a try after an outage from where the last one stopped, if nothing changed since.
+      const from = resumed ? Number(resumed.next) || 0 : resume && resume.contentSha === here.contentSha && resume.className === here.className ? resume.next : 0;
+      const progress: EmbedProgress = { next: Math.min(from, prepared.chunks.length), ...(embedder.paid ? { inputTokens: resumed ? (resumed.inputTokens ?? null) : 0 } : {}) };
       try {
-        if (batcher) await embedBatched(doc, prepared, resumed);
-        else await embedPerDocument(doc, prepared, resumed, operationKey);
+        if (batcher) await embedBatched(doc, prepared, progress);
+        else await embedPerDocument(doc, prepared, progress, operationKey);
       } catch (err) {
-        throw serviceFailureOf(err, config.embedding?.maxOutageSeconds ?? DEFAULT_MAX_OUTAGE_SECONDS, pipelineFailure.permanent);
+        throw serviceFailureOf(err, config.embedding?.maxOutageSeconds ?? DEFAULT_MAX_OUTAGE_SECONDS, pipelineFailure.permanent, { ...here, next: progress.next } satisfies EmbedResume);
       }
       await markEmbedded(doc, prepared, await profileOnce());
       return { chunkCount: prepared.chunks.length };

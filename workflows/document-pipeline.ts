@@ -27,6 +27,7 @@ import {
   type AdmissionBound,
   type DocumentPipelineInput,
   type DocumentPipelineProgress,
+  type EmbedResume,
   type PipelineCarry,
   type PipelineStatus,
   type PipelineStep,
@@ -144,6 +145,8 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
   /** Since when the current step has found a service unavailable (workflow time, ms), and how many times. */
   let outageSince = carry?.outageSince ?? null;
   let outageRounds = 0;
+  /** Where the embed step stopped when its service went down: its next try continues there. */
+  let embedResume: EmbedResume | null = null;
   const progress: DocumentPipelineProgress = {
     status: 'running',
     generation: carry?.generation ?? 1,
@@ -325,13 +328,14 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
    * provider's usage by the activity, or by closeEmbeddingOperation when the step fails.
    */
   async function embed() {
+    const request = { ...ref, ...(embedResume ? { resume: embedResume } : {}) };
     // The one-activity digitization said the embedder is the local one: nothing to admit.
-    if (embeddingIsPaid === false) return heavy.embedDocument(ref);
+    if (embeddingIsPaid === false) return heavy.embedDocument(request);
     const bound = await local.embeddingBound(ref);
-    if (!bound) return heavy.embedDocument(ref);
+    if (!bound) return heavy.embedDocument(request);
     const key = await admit('embed', 'embedding', async () => bound);
     try {
-      return await heavy.embedDocument({ ...ref, operationKey: key });
+      return await heavy.embedDocument({ ...request, operationKey: key });
     } catch (err) {
       if (!isCancellation(err)) await quick.closeEmbeddingOperation({ ...ref, operationKey: key });
       throw err;
@@ -470,6 +474,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
             await runStep(step, steps[stepIndex + 1], steps[stepIndex + 2]);
             outageSince = null;
             outageRounds = 0;
+            embedResume = null;
             break;
           } catch (err) {
             // A cancelled pipeline (the document is being deleted) stops here, after its running
@@ -486,6 +491,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
               outageSince ??= Date.now();
               const lasted = Date.now() - outageSince;
               const windowMs = outage.maxOutageSeconds * 1000;
+              embedResume = step === 'embed' ? ((outage.resume as EmbedResume | undefined) ?? null) : null;
               if (lasted < windowMs) {
                 const wait = outageWaitMs(outageRounds++, lasted, windowMs);
                 progress.lastError = `${outage.message}; trying again in ${Math.round(wait / 1000)} s`;
@@ -499,6 +505,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
             }
             outageSince = null;
             outageRounds = 0;
+            embedResume = null;
             rewriteState = null;
             await quick.recordStepFailure({ documentId: input.documentId, step, message: failure });
           }

@@ -7,16 +7,20 @@ import { ActivityFailure, ApplicationFailure, TimeoutFailure, TimeoutType } from
  */
 export const serviceUnavailableFailure = 'ServiceUnavailable';
 
-/** The details of a `ServiceUnavailable` failure: the worker's outage window for that service. */
+/**
+ * The details of a `ServiceUnavailable` failure: the worker's outage window for that service, and
+ * optionally where the activity got to, which the workflow hands back to its next try (opaque to it).
+ */
 export interface ServiceOutageDetails {
   maxOutageSeconds: number;
+  resume?: unknown;
 }
 
-/** An activity's `ServiceUnavailable` failure: its message and window (`fallbackSeconds` when it has none). */
-export function serviceOutageOf(err: unknown, fallbackSeconds: number): { message: string; maxOutageSeconds: number } | null {
+/** An activity's `ServiceUnavailable` failure: its message, window (`fallbackSeconds` when it has none) and resume point. */
+export function serviceOutageOf(err: unknown, fallbackSeconds: number): { message: string; maxOutageSeconds: number; resume?: unknown } | null {
   if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === serviceUnavailableFailure)) return null;
   const details = err.cause.details?.[0] as Partial<ServiceOutageDetails> | undefined;
-  return { message: err.cause.message, maxOutageSeconds: details?.maxOutageSeconds ?? fallbackSeconds };
+  return { message: err.cause.message, maxOutageSeconds: details?.maxOutageSeconds ?? fallbackSeconds, ...(details?.resume !== undefined ? { resume: details.resume } : {}) };
 }
 
 /** The wait before try `round + 1` of an outage (2 s, 4 s, 8 s ... 5 min), never past the window's end. */

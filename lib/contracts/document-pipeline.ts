@@ -114,6 +114,24 @@ export interface DocumentRef {
   documentId: string;
 }
 
+/**
+ * Where an embed step stopped when a service went down: the chunks before `next` of the content
+ * whose SHA-256 is `contentSha` are in `className` already. The workflow hands it to the step's next
+ * try, which continues there if the content and class are still the same (nothing is embedded, or
+ * paid for, twice).
+ */
+export interface EmbedResume {
+  next: number;
+  contentSha: string;
+  className: string;
+}
+
+export interface EmbedDocumentInput extends DocumentRef {
+  /** The admitted operation of a paid embedder. */
+  operationKey?: string;
+  resume?: EmbedResume;
+}
+
 /** The bound of one admission the workflow reserves before a paid operation. */
 export interface AdmissionBound {
   knowledgeBaseId: string;

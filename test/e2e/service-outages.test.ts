@@ -4,6 +4,7 @@ import { newKnowledgeBase } from '../support/fixtures.js';
 import { embeddingsAnswer, fakeTokenCount, startOpenAiUpstream, type OpenAiUpstream, type UpstreamCall } from '../support/openai-upstream.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 import { testStack } from '../support/stack.js';
+import { VectorIndex } from '../../lib/providers/vector-index.js';
 import { documentWorkflowId, progressQuery, retrySignal } from '../../lib/contracts/document-pipeline.js';
 
 /**
@@ -26,11 +27,14 @@ describe('service outages while embedding', function () {
   let dropIsolated: (() => Promise<void>) | undefined;
   /** How the embeddings API answers now. */
   let mode: 'ok' | 'unavailable' | 'unauthorized' = 'ok';
+  /** Runs before the embeddings API answers a call. */
+  let beforeAnswer: ((call: UpstreamCall) => void) | null = null;
 
   before(async () => {
     upstream = await startOpenAiUpstream((call) => {
       if (mode === 'unavailable') return { status: 503, json: { error: { message: 'The server is overloaded', type: 'server_error' } } };
       if (mode === 'unauthorized') return { status: 401, json: { error: { message: 'Incorrect API key provided', type: 'invalid_request_error', code: 'invalid_api_key' } } };
+      beforeAnswer?.(call);
       return { json: embeddingsAnswer(call) };
     });
     weaviate = await startTcpProxy(testStack().weaviateUrl);
@@ -57,6 +61,7 @@ describe('service outages while embedding', function () {
   });
   afterEach(() => {
     mode = 'ok';
+    beforeAnswer = null;
     weaviate.setDown(false);
     weaviate.setHung(false);
   });
@@ -190,5 +195,30 @@ describe('service outages while embedding', function () {
     const found = await search();
     assert.equal(found.status, 200);
     assert.equal(found.body.streams.dense[0].document_id, id);
+  });
+
+  it('an index outage in the middle of a long document: once the index is back the document continues from the last chunks written, embedding (and paying for) only those that were not stored', async () => {
+    const k = await newKnowledgeBase(client(api.url));
+    // About a hundred chunks: two calls of the step's batches (64 chunks each).
+    const sections = Array.from({ length: 100 }, (_, i) => `## Albatross colony ${i}\n\n${`Colony ${i} of albatrosses nests on a windy cliff and glides for days over open water without a beat of its wings. `.repeat(9)}`);
+    let calls = 0;
+    beforeAnswer = (call) => {
+      if (JSON.stringify(call.body?.input ?? '').includes('Albatross') && ++calls === 2) weaviate.setDown(true);
+    };
+    const id = await upload(k, sections.join('\n\n'));
+    await waitingProgress(id, /^the vector index \(Weaviate\) is unavailable: /);
+    assert.equal(embeddingCalls('Albatross').length, 2, 'the second batch was paid for, then could not be stored');
+
+    weaviate.setDown(false);
+    const done = await embedded(k, id);
+    const [first, second, third, ...more] = embeddingCalls('Albatross').map((c) => c.body.input as string[]);
+    assert.equal(more.length, 0, `the document took ${3 + more.length} calls`);
+    assert.ok(first!.length === 64 && second!.length > 0, `batches of ${first!.length} and ${second!.length} chunks`);
+    assert.deepEqual(third, second, 'after the outage only the batch that was not stored was embedded again');
+    assert.equal(done.embedding_chunk_count, first!.length + second!.length);
+    assert.equal(await new VectorIndex(testStack().weaviateUrl).countDocumentChunks(id), done.embedding_chunk_count, 'the index holds every chunk, once');
+    const usage = await limits(k);
+    assert.equal(usage.tokens.consumed, tokensOf(embeddingCalls('Albatross')), 'each answered call is charged once');
+    assert.equal(usage.tokens.reserved, 0);
   });
 });

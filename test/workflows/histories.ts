@@ -55,6 +55,8 @@ export function pathOf(type: string, events: HistoryEvent[]): string | null {
   if (ended === 'continued-as-new' && events.some((e) => e.markerRecordedEventAttributes && payloadText(e).includes('rewrite-continues-as-new'))) return 'continued-as-new-mid-rewrite';
   if (ended !== 'completed') return ended === 'running' ? null : ended;
   if (events.some((e) => e.markerRecordedEventAttributes && payloadText(e).includes('rewrite-waits-out-outage'))) return 'completed-after-outage';
+  const resumedEmbedding = events.some((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'embedDocument' && payloadText(e).includes('contentSha'));
+  if (waitedOutOutage && resumedEmbedding) return 'completed-after-service-outage-resumed';
   if (waitedOutOutage) return 'completed-after-service-outage';
   if (last && payloadText(last).includes('superseded')) return 'superseded';
   if (events.some((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'requeueStep')) return 'failed-and-retried';

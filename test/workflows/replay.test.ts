@@ -32,7 +32,7 @@ describe('workflow versioning: recorded histories replay with the current code',
 
   it('holds the document pipeline on every path a run can wait on or end in', () => {
     const paths = files.filter((f) => typeOf(f) === 'documentPipeline').map((f) => f.split('.')[1]);
-    for (const p of ['completed', 'completed-embedded-with-digitize', 'budget-blocked', 'failed-and-retried', 'cancelled', 'continued-as-new', 'continued-as-new-mid-rewrite', 'continued', 'superseded']) {
+    for (const p of ['completed', 'completed-embedded-with-digitize', 'budget-blocked', 'failed-and-retried', 'cancelled', 'continued-as-new', 'continued-as-new-mid-rewrite', 'continued', 'superseded', 'completed-after-service-outage', 'completed-after-service-outage-resumed']) {
       assert.ok(paths.includes(p), `documentPipeline.${p}.json is missing`);
     }
   });
