@@ -8,6 +8,8 @@ import { fetchPage, FetchRefused, isTransientFetchFailure } from '../lib/provide
 import { extractPage, UnsupportedContentType } from '../lib/digitization/article.js';
 import type { Config } from '../lib/platform/config.js';
 import { extractFile, UnreadableDocument } from '../lib/digitization/extractors/index.js';
+import type { PieceTranscripts } from '../lib/digitization/extractors/media.js';
+import { isAudioVideo } from '../lib/digitization/formats.js';
 import { TranscriptUnavailable, type VideoTranscriptSource } from '../lib/providers/video-transcripts.js';
 import { ScrapeFailed, type Scraper } from '../lib/providers/scraper.js';
 import { ProviderRefused, type SpeechToTextEngine } from '../lib/providers/speech-to-text.js';
@@ -20,6 +22,7 @@ import { moveQueueMarkers } from '../lib/knowledge/queue-markers.js';
 import { heartbeating } from './heartbeating.js';
 import { loadLiveDocument, permanentFailure } from './live-document.js';
 import { serviceFailureOf } from './service-failures.js';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
@@ -47,11 +50,31 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
   const loadDocument = (documentId: string) => loadLiveDocument(db, documentId);
 
   /**
+   * A recording's piece transcripts kept beside the document between tries of its extraction, each
+   * file named by the recording's SHA-256 and the piece, so a replaced original never reuses them.
+   */
+  async function keptPieceTranscripts(documentId: string, localCopy: string): Promise<PieceTranscripts> {
+    const hash = crypto.createHash('sha256');
+    await pipeline(fs.createReadStream(localCopy), hash);
+    const recording = hash.digest('hex').slice(0, 32);
+    const file = (key: string) => `${documentFiles.mediaPieces(documentId)}/${recording}-${crypto.createHash('sha256').update(key).digest('hex').slice(0, 32)}.txt`;
+    return {
+      get: async (key) => ((await storage.exists(file(key))) ? storage.readText(file(key)) : null),
+      put: (key, text) => storage.write(file(key), text),
+    };
+  }
+
+  /**
    * Runs the extractor for the original's format on a local copy (any storage adapter works). An
-   * unreadable document fails for good with its reason; a missing tool or a crash is retried.
+   * unreadable document fails for good with its reason; a missing tool or a crash is retried, and an
+   * outage of the speech-to-text API waited out by the workflow, each next try reusing the pieces
+   * of a long recording transcribed so far.
    */
   async function extractStoredOriginal(documentId: string, extension: string, shownName: string, ocrLanguages: string[]): Promise<string> {
     const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'kb-extract-'));
+    const media = isAudioVideo(extension);
+    // Piece transcripts are kept for the next try, and dropped once no try needs them.
+    const dropPieces = () => (media ? storage.removePrefix(documentFiles.mediaPieces(documentId)) : undefined);
     try {
       const local = path.join(dir, `original.${extension}`);
       // Streamed: an original (up to MAX_UPLOAD_BYTES) is never held in memory whole.
@@ -62,10 +85,15 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
         libreOfficeTimeoutMs: config.digitization.libreOfficeTimeoutSeconds * 1000,
         speechToText,
         limits: config.limits.extraction,
+        pieceTranscripts: media ? await keptPieceTranscripts(documentId, local) : null,
       });
+      await dropPieces();
       return text;
     } catch (err) {
-      if (err instanceof UnreadableDocument || err instanceof ProviderRefused) throw permanentFailure(`${shownName}: ${err.message}`);
+      if (err instanceof UnreadableDocument || err instanceof ProviderRefused) {
+        await dropPieces();
+        throw permanentFailure(`${shownName}: ${err.message}`);
+      }
       throw serviceFailureOf(err, config.digitization.maxOutageSeconds, pipelineFailure.permanent);
     } finally {
       await fsp.rm(dir, { recursive: true, force: true });

@@ -81,6 +81,8 @@ export const documentFiles = {
   digitized: (documentId: string) => `documents/${documentId}/digitized.md`,
   rewrittenDraft: (documentId: string) => `documents/${documentId}/rewritten_draft.md`,
   rewritten: (documentId: string) => `documents/${documentId}/rewritten.md`,
+  /** Transcripts of a recording's pieces, kept while its extraction is unfinished (an outage midway loses none). */
+  mediaPieces: (documentId: string) => `documents/${documentId}/media-pieces`,
   /** Work files of one rewrite attempt: its plan, each call's answer, each accepted part. */
   rewriteAttempt: (documentId: string, attemptId: string) => `documents/${documentId}/rewrite/${attemptId}`,
 };

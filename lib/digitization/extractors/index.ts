@@ -7,7 +7,7 @@ import type { OcrLanguageChoice } from '../ocr.js';
 import { decodeText } from './converters.js';
 import { extractIsolated } from './isolated.js';
 import { extractLegacyOffice } from './legacy-office.js';
-import { extractMedia, isMediaExtension } from './media.js';
+import { extractMedia, isMediaExtension, type PieceTranscripts } from './media.js';
 import { extractPdf } from './pdf.js';
 import { defaultExtractionLimits, tidyExtractedText, UnreadableDocument, type Extracted } from './types.js';
 
@@ -23,6 +23,8 @@ export interface ExtractOptions {
   speechToText: SpeechToTextEngine;
   /** Bounds of the work one document may cause (EXTRACT_*, DOCUMENT_MAX_MEDIA_SECONDS); default: the configuration's defaults. */
   limits?: ExtractionLimits;
+  /** A long recording's piece transcripts kept between tries of this extraction (none: every try starts over). */
+  pieceTranscripts?: PieceTranscripts | null;
 }
 
 /**
@@ -35,7 +37,9 @@ export interface ExtractOptions {
 export async function extractFile(filePath: string, extension: string, options: ExtractOptions): Promise<Extracted> {
   const ext = extension.replace(/^\./, '').toLowerCase();
   const limits = options.limits ?? defaultExtractionLimits;
-  if (isMediaExtension(ext)) return extractMedia(filePath, ext, { speech: options.speechToText, ocrLanguages: options.ocrLanguages, maxMediaSeconds: limits.maxMediaSeconds });
+  if (isMediaExtension(ext)) {
+    return extractMedia(filePath, ext, { speech: options.speechToText, ocrLanguages: options.ocrLanguages, maxMediaSeconds: limits.maxMediaSeconds, pieceTranscripts: options.pieceTranscripts ?? null });
+  }
   const result = await extractByKind(filePath, ext, options);
   const text = isPlainText(ext) ? normalizeLineEnds(result.text) : tidyExtractedText(result.text);
   if (text.trim() === '') throw new UnreadableDocument(emptyReason(ext));

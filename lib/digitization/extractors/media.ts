@@ -53,6 +53,16 @@ async function readImage(filePath: string, ext: string, tmp: () => Promise<strin
   return { text: clean, title: null };
 }
 
+/**
+ * Transcripts of a recording's pieces kept from one try of an extraction to the next, so that a
+ * speech-to-text outage after some pieces costs only the pieces after them. `key` names the piece
+ * (its engine and bounds); the keeper ties it to the recording.
+ */
+export interface PieceTranscripts {
+  get(key: string): Promise<string | null>;
+  put(key: string, text: string): Promise<void>;
+}
+
 const hoursAndMinutes = (seconds: number) => (seconds >= 3600 ? `${Math.floor(seconds / 3600)} h ${Math.round((seconds % 3600) / 60)} min` : `${Math.round(seconds / 60)} min`);
 
 /**
@@ -60,7 +70,7 @@ const hoursAndMinutes = (seconds: number) => (seconds >= 3600 ? `${Math.floor(se
  * before it is decoded; one whose header claims less than it holds is decoded no further than that
  * (ffmpeg `-t`), and the decoded WAV is bounded by the tools' file-size limit besides.
  */
-async function transcribeMedia(filePath: string, tmp: () => Promise<string>, speech: SpeechToTextEngine, maxSeconds: number): Promise<Extracted> {
+async function transcribeMedia(filePath: string, tmp: () => Promise<string>, speech: SpeechToTextEngine, maxSeconds: number, kept: PieceTranscripts | null): Promise<Extracted> {
   const dir = await tmp();
   const wav = path.join(dir, 'audio.wav');
   try {
@@ -83,12 +93,20 @@ async function transcribeMedia(filePath: string, tmp: () => Promise<string>, spe
       : [{ index: 0, start: 0, end: durationSeconds }];
   const texts: string[] = [];
   for (const piece of pieces) {
+    const key = `${speech.id} ${piece.start.toFixed(3)}-${piece.end.toFixed(3)}`;
+    const earlier = await kept?.get(key);
+    if (earlier != null) {
+      texts.push(earlier);
+      continue;
+    }
     let input = wav;
     if (pieces.length > 1) {
       input = path.join(dir, `piece-${piece.index}.wav`);
       await sliceWav(wav, piece.start, piece.end, input);
     }
-    texts.push((await speech.transcribeSegment({ wavPath: input, language: 'default' })).text);
+    const { text } = await speech.transcribeSegment({ wavPath: input, language: 'default' });
+    if (pieces.length > 1) await kept?.put(key, text);
+    texts.push(text);
   }
   const clean = tidyExtractedText(texts.join(' ').replace(/\s+/g, ' ').trim());
   if (!clean.trim()) throw new UnreadableDocument('no speech was recognised in the recording');
@@ -97,15 +115,22 @@ async function transcribeMedia(filePath: string, tmp: () => Promise<string>, spe
 
 export const isMediaExtension = (extension: string) => isImage(extension) || isAudioVideo(extension);
 
-/** Extract text from an image (OCR in `ocrLanguages`, null: detected) or an audio/video file (speech to text with `speech`). */
-export async function extractMedia(filePath: string, extension: string, options: { speech: SpeechToTextEngine; ocrLanguages: OcrLanguageChoice; maxMediaSeconds?: number }): Promise<Extracted> {
+/**
+ * Extract text from an image (OCR in `ocrLanguages`, null: detected) or an audio/video file (speech
+ * to text with `speech`, reusing the pieces in `pieceTranscripts` that an earlier try transcribed).
+ */
+export async function extractMedia(
+  filePath: string,
+  extension: string,
+  options: { speech: SpeechToTextEngine; ocrLanguages: OcrLanguageChoice; maxMediaSeconds?: number; pieceTranscripts?: PieceTranscripts | null },
+): Promise<Extracted> {
   const ext = extension.replace(/^\./, '').toLowerCase();
   let dir: string | null = null;
   const tmp = async () => (dir ??= await mkdtemp(path.join(os.tmpdir(), 'kb-media-')));
   try {
     if (isImage(ext)) return await readImage(filePath, ext, tmp, options.ocrLanguages);
     if (isAudioVideo(ext)) {
-      return await transcribeMedia(filePath, tmp, options.speech, options.maxMediaSeconds ?? 14_400);
+      return await transcribeMedia(filePath, tmp, options.speech, options.maxMediaSeconds ?? 14_400, options.pieceTranscripts ?? null);
     }
     throw new Error(`extractMedia does not handle .${ext} files`);
   } finally {
