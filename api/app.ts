@@ -1,11 +1,11 @@
 import crypto from 'node:crypto';
-import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { AppError } from '../lib/platform/errors.js';
 import { adminPrincipal, secretsEqual, type Principal } from '../lib/platform/api-keys.js';
 import { authenticatePartnerKey } from '../lib/partners/partners.js';
 import { buildRouter, type RouteEnvironment } from './http/route.js';
 import { errorHandler, type ErrorStyle } from './http/errors.js';
+import { uploadFolder } from './http/upload-folder.js';
 import { buildOpenApi, type ApiInterface } from './http/openapi.js';
 import { apiMetrics, metricsEndpoint, requestMetrics } from './http/metrics.js';
 import { interfaceRateLimit, KeyPacer, KeySlots, localBlockGate, type PathLimit } from './http/rate-limits.js';
@@ -96,7 +96,7 @@ export function createApp(deps: ApiDeps): express.Express {
 
   const env: RouteEnvironment = {
     authenticate: authenticator(deps),
-    uploadDir: path.join(deps.config.storageDir, 'uploads'),
+    uploadDir: uploadFolder(deps.config.storageDir),
     maxUploadBytes: deps.config.maxUploadBytes,
     jsonBodyMaxBytes: deps.config.limits.jsonBodyMaxBytes,
     formTextFieldMaxBytes: deps.config.limits.formTextFieldMaxBytes,

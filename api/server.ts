@@ -1,17 +1,16 @@
-import fs from 'node:fs';
-import path from 'node:path';
 import type { Server } from 'node:http';
 import { loadConfigOrExit } from '../lib/platform/config.js';
 import { createServices } from '../lib/services.js';
 import { lazyTemporalClient } from '../lib/platform/temporal.js';
 import { createApp } from './app.js';
+import { keepUploadFolder, uploadFolder } from './http/upload-folder.js';
 import { countTokens } from '../lib/platform/tokens.js';
 import { latinDetector } from '../lib/speech/detect.js';
 
 /** The API process. Stateless: run as many replicas as needed behind a load balancer. */
 const config = loadConfigOrExit();
 const services = createServices(config, 'api');
-fs.mkdirSync(path.join(config.storageDir, 'uploads'), { recursive: true });
+keepUploadFolder(uploadFolder(config.storageDir), services.log);
 const temporal = lazyTemporalClient(config.temporalAddress, config.temporalNamespace);
 // Quota holds count tokens: build the tokenizer (about a second) now rather than in the first request.
 countTokens(' ');

@@ -1,12 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import path from 'node:path';
 import readline from 'node:readline';
 import { loadConfig } from '../../lib/platform/config.js';
 import { createServices } from '../../lib/services.js';
 import { connectTemporalClient } from '../../lib/platform/temporal.js';
 import { createApp } from '../../api/app.js';
+import { keepUploadFolder, uploadFolder } from '../../api/http/upload-folder.js';
 import type { ApiDeps } from '../../api/deps.js';
 import { dropDatabase, ensureDatabase, migrate, repoRoot } from '../../scripts/stack.js';
 import { systemEnv, testStack } from './stack.js';
@@ -20,8 +19,8 @@ export interface RunningApi {
 
 export async function startApi(overrides: Record<string, string> = {}): Promise<RunningApi> {
   const config = loadConfig(systemEnv(overrides));
-  fs.mkdirSync(path.join(config.storageDir, 'uploads'), { recursive: true });
   const services = createServices(config, 'api');
+  const stopKeepingUploads = keepUploadFolder(uploadFolder(config.storageDir), services.log);
   const temporal = await connectTemporalClient(config.temporalAddress, config.temporalNamespace);
   const deps: ApiDeps = { ...services, temporal };
   const server = createApp(deps).listen(0, '127.0.0.1');
@@ -31,6 +30,7 @@ export async function startApi(overrides: Record<string, string> = {}): Promise<
     url: `http://127.0.0.1:${port}`,
     deps,
     async close() {
+      stopKeepingUploads();
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
       await services.db.$disconnect();
