@@ -53,14 +53,21 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
    * A recording's piece transcripts kept beside the document between tries of its extraction, each
    * file named by the recording's SHA-256 and the piece, so a replaced original never reuses them.
    */
-  async function keptPieceTranscripts(documentId: string, localCopy: string): Promise<PieceTranscripts> {
-    const hash = crypto.createHash('sha256');
-    await pipeline(fs.createReadStream(localCopy), hash);
-    const recording = hash.digest('hex').slice(0, 32);
-    const file = (key: string) => `${documentFiles.mediaPieces(documentId)}/${recording}-${crypto.createHash('sha256').update(key).digest('hex').slice(0, 32)}.txt`;
+  function keptPieceTranscripts(documentId: string, localCopy: string): PieceTranscripts {
+    // Hashed on first use: only a recording cut in pieces asks.
+    let recording: Promise<string> | null = null;
+    const recordingHash = async () => {
+      const hash = crypto.createHash('sha256');
+      await pipeline(fs.createReadStream(localCopy), hash);
+      return hash.digest('hex').slice(0, 32);
+    };
+    const file = async (key: string) => `${documentFiles.mediaPieces(documentId)}/${await (recording ??= recordingHash())}-${crypto.createHash('sha256').update(key).digest('hex').slice(0, 32)}.txt`;
     return {
-      get: async (key) => ((await storage.exists(file(key))) ? storage.readText(file(key)) : null),
-      put: (key, text) => storage.write(file(key), text),
+      get: async (key) => {
+        const at = await file(key);
+        return (await storage.exists(at)) ? storage.readText(at) : null;
+      },
+      put: async (key, text) => storage.write(await file(key), text),
     };
   }
 
@@ -85,7 +92,7 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
         libreOfficeTimeoutMs: config.digitization.libreOfficeTimeoutSeconds * 1000,
         speechToText,
         limits: config.limits.extraction,
-        pieceTranscripts: media ? await keptPieceTranscripts(documentId, local) : null,
+        pieceTranscripts: media ? keptPieceTranscripts(documentId, local) : null,
       });
       await dropPieces();
       return text;

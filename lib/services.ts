@@ -6,6 +6,7 @@ import { VectorIndex } from './providers/vector-index.js';
 import { embedderFromConfig, type EmbeddingProvider } from './providers/embeddings.js';
 import { OpenAiVectorStore, type VendorVectorStore } from './providers/vector-store.js';
 import { createLogger, type Logger } from './platform/logger.js';
+import { answeredWithin } from './platform/deadline.js';
 import { OpenAiChatModel, type ChatModel } from './providers/llm.js';
 import { YouTubeTranscripts, type VideoTranscriptSource } from './providers/video-transcripts.js';
 import { Scraper } from './providers/scraper.js';
@@ -83,17 +84,11 @@ export interface CheckResult {
 
 async function timed(check: () => Promise<unknown>, timeoutMs = 3000): Promise<CheckResult> {
   const started = performance.now();
-  let timer: NodeJS.Timeout | undefined;
   try {
-    await Promise.race([
-      check(),
-      new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs))),
-    ]);
+    await answeredWithin(check(), timeoutMs, () => new Error(`no answer within ${timeoutMs} ms`));
     return { ok: true, latency_ms: Math.round(performance.now() - started) };
   } catch (err) {
     return { ok: false, latency_ms: Math.round(performance.now() - started), error: (err as Error).message };
-  } finally {
-    clearTimeout(timer);
   }
 }
 

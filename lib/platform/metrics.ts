@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { answeredWithin } from './deadline.js';
 
 /**
  * Prometheus metrics of one API process (README, "Operator guide", "Metrics"): the HTTP instruments,
@@ -40,13 +41,7 @@ export function cachedReading<T>(read: Read<T>, ttlMs: number, timeoutMs: number
   };
 }
 
-function withTimeout<T>(read: Read<T>, timeoutMs: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    Promise.resolve().then(read),
-    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs))),
-  ]).finally(() => clearTimeout(timer));
-}
+const withTimeout = <T>(read: Read<T>, timeoutMs: number): Promise<T> => answeredWithin(Promise.resolve().then(read), timeoutMs, () => new Error(`no answer within ${timeoutMs} ms`));
 
 /** Request latency buckets (seconds): from a health check to a long upload or a streamed answer. */
 const latencyBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import weaviateModule, { type WeaviateClient, type WhereFilter } from 'weaviate-ts-client';
 import { trimOf } from '../platform/text.js';
+import { answeredWithin } from '../platform/deadline.js';
 import { connectionFailed, isUnavailableStatus, ServiceUnavailable } from './service-unavailable.js';
 
 // The package's ESM build default-exports the client factory, while its CommonJS-typed declarations
@@ -128,22 +129,6 @@ async function resentOnStaleConnection<T>(request: () => Promise<T>): Promise<T>
   }
 }
 
-/**
- * The request's answer, or ServiceUnavailable once `timeoutMs` has passed: a Weaviate that accepts
- * connections but does not answer (hung, or swapping) is treated as down, so a search answers 503
- * and a pipeline waits it out, instead of both waiting for the HTTP client's own 5-minute limit.
- * The client takes no abort signal, so a late answer is dropped; every request sent this way is
- * safe to have run anyway (reads, and writes keyed by object ID).
- */
-function answeredWithin<T>(request: Promise<T>, timeoutMs: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new ServiceUnavailable(`the vector index (Weaviate) did not answer within ${timeoutMs / 1000} s`)), timeoutMs);
-  });
-  request.catch(() => undefined);
-  return Promise.race([request, late]).finally(() => clearTimeout(timer));
-}
-
 export class VectorIndex {
   readonly client: WeaviateClient;
 
@@ -156,9 +141,16 @@ export class VectorIndex {
     this.client = weaviate.client({ scheme: u.protocol.replace(':', ''), host: u.host });
   }
 
-  /** Every request to Weaviate goes through here: resent on a stale connection, bounded by the timeout. */
+  /**
+   * Every request to Weaviate goes through here: resent on a stale connection, and ServiceUnavailable
+   * once the timeout has passed: a Weaviate that accepts connections but does not answer (hung, or
+   * swapping) is treated as down, so a search answers 503 and a pipeline waits it out, instead of
+   * both waiting for the HTTP client's own 5-minute limit. The client takes no abort signal, so a
+   * late answer is dropped; every request sent this way is safe to have run anyway (reads, and
+   * writes keyed by object ID).
+   */
   private idempotent<T>(request: () => Promise<T>): Promise<T> {
-    return answeredWithin(resentOnStaleConnection(request), this.timeoutMs);
+    return answeredWithin(resentOnStaleConnection(request), this.timeoutMs, () => new ServiceUnavailable(`the vector index (Weaviate) did not answer within ${this.timeoutMs / 1000} s`));
   }
 
   async ready(): Promise<boolean> {

@@ -92,9 +92,11 @@ async function transcribeMedia(filePath: string, tmp: () => Promise<string>, spe
       ? planSegments({ durationSeconds, pauses: (await findPauses(wav, { durationSeconds })).pauses, targetSeconds: speech.maxSegmentSeconds * 0.8, maxSeconds: speech.maxSegmentSeconds })
       : [{ index: 0, start: 0, end: durationSeconds }];
   const texts: string[] = [];
+  // A recording of one piece has nothing to keep between tries.
+  const keeper = pieces.length > 1 ? kept : null;
   for (const piece of pieces) {
     const key = `${speech.id} ${piece.start.toFixed(3)}-${piece.end.toFixed(3)}`;
-    const earlier = await kept?.get(key);
+    const earlier = await keeper?.get(key);
     if (earlier != null) {
       texts.push(earlier);
       continue;
@@ -105,7 +107,7 @@ async function transcribeMedia(filePath: string, tmp: () => Promise<string>, spe
       await sliceWav(wav, piece.start, piece.end, input);
     }
     const { text } = await speech.transcribeSegment({ wavPath: input, language: 'default' });
-    if (pieces.length > 1) await kept?.put(key, text);
+    await keeper?.put(key, text);
     texts.push(text);
   }
   const clean = tidyExtractedText(texts.join(' ').replace(/\s+/g, ' ').trim());
