@@ -26,8 +26,8 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
-import os from 'node:os';
 import path from 'node:path';
+import { makeScratchDir } from '../lib/platform/scratch.js';
 
 /** The source's title as the document's name, while the name is still the one taken from its URL or file. */
 function nameFromSource(doc: { nameFromSource: boolean }, title: string | null | undefined): { name: string; nameFromSource: false } | Record<string, never> {
@@ -78,7 +78,7 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
    * of a long recording transcribed so far.
    */
   async function extractStoredOriginal(documentId: string, extension: string, shownName: string, ocrLanguages: string[]): Promise<string> {
-    const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'kb-extract-'));
+    const dir = await makeScratchDir('kb-extract-');
     const media = isAudioVideo(extension);
     // Piece transcripts are kept for the next try, and dropped once no try needs them.
     const dropPieces = () => (media ? storage.removePrefix(documentFiles.mediaPieces(documentId)) : undefined);

@@ -6,11 +6,14 @@ import { createApp } from './app.js';
 import { keepUploadFolder, uploadFolder } from './http/upload-folder.js';
 import { countTokens } from '../lib/platform/tokens.js';
 import { latinDetector } from '../lib/speech/detect.js';
+import { removeAbandonedScratch } from '../lib/platform/scratch.js';
 
 /** The API process. Stateless: run as many replicas as needed behind a load balancer. */
 const config = loadConfigOrExit();
 const services = createServices(config, 'api');
 keepUploadFolder(uploadFolder(config.storageDir), services.log);
+// Speech and voice samples decode in the API too.
+await removeAbandonedScratch(services.log);
 const temporal = lazyTemporalClient(config.temporalAddress, config.temporalNamespace);
 // Quota holds count tokens: build the tokenizer (about a second) now rather than in the first request.
 countTokens(' ');

@@ -7,6 +7,7 @@ import { connectTemporalClient } from '../lib/platform/temporal.js';
 import { ensureBudgetSweeper } from '../lib/budget/sweeper.js';
 import { ensureReconciler } from '../lib/knowledge/reconcile.js';
 import { reembedOnProfileChange } from '../lib/retrieval/embedding-profiles.js';
+import { removeAbandonedScratch } from '../lib/platform/scratch.js';
 
 /**
  * The worker process: polls the task queue for workflow and activity tasks. Run as many as the
@@ -15,6 +16,7 @@ import { reembedOnProfileChange } from '../lib/retrieval/embedding-profiles.js';
  */
 const config = loadConfigOrExit();
 const services = createServices(config, 'worker');
+await removeAbandonedScratch(services.log);
 
 Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: ['SIGINT', 'SIGTERM'] });
 

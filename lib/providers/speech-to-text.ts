@@ -15,13 +15,13 @@
  * else (a missing tool, a timeout, a 429 or 5xx, a network error) is worth a retry.
  */
 import { createReadStream } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import OpenAI, { APIError } from 'openai';
 import { runTool, ToolFailed } from '../platform/child-process.js';
 import { readWavInfo, sliceWav } from '../audio/wav.js';
 import { connectionFailed, isUnavailableStatus, providerMessage, ServiceUnavailable } from './service-unavailable.js';
+import { makeScratchDir } from '../platform/scratch.js';
 
 /** Languages an engine may be asked for (ISO 639-1), `auto` (the engine identifies it) or `default` (its own). */
 export const sttLanguages = ['en', 'es', 'fr', 'de', 'id', 'it', 'ja', 'nl', 'pl', 'pt', 'ru', 'tr', 'uk', 'ca'] as const;
@@ -252,7 +252,7 @@ export class PocketSphinxEngine implements SpeechToTextEngine {
     // pocketsphinx_continuous skips exactly 44 bytes of header: a WAV with more chunks (ffmpeg
     // writes a LIST chunk) would have them read as samples. Such a file is rewritten first.
     if (info.dataOffset !== 44) {
-      const dir = await mkdtemp(path.join(os.tmpdir(), 'stt-wav-'));
+      const dir = await makeScratchDir('stt-wav-');
       try {
         const clean = path.join(dir, 'segment.wav');
         await sliceWav(req.wavPath, 0, info.durationSeconds, clean);
@@ -271,7 +271,7 @@ export class PocketSphinxEngine implements SpeechToTextEngine {
     const keywords = [...new Set((req.boostedWords ?? []).map((w) => w.trim().toLowerCase()))].filter((w) => dictionary.has(w));
     let merged: RecognizedWord[] = words.map(({ token: _t, ...w }) => w);
     if (keywords.length > 0 && words.length > 0) {
-      const dir = await mkdtemp(path.join(os.tmpdir(), 'stt-kws-'));
+      const dir = await makeScratchDir('stt-kws-');
       try {
         const kws = path.join(dir, 'keywords.txt');
         await writeFile(kws, keywords.map((k) => `${k} /1e-20/\n`).join(''));

@@ -1,5 +1,4 @@
-import { access, mkdtemp, readFile, rm } from 'node:fs/promises';
-import os from 'node:os';
+import { access, readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { runTool, streamTool, ToolFailed } from '../platform/child-process.js';
 import type { SystemTool } from '../platform/system-tools.js';
@@ -8,6 +7,7 @@ import { splitsSurrogatePair } from '../platform/text.js';
 import { parseWavHeader } from '../audio/wav.js';
 import { espeakVoiceOf, localeOf, type SpeechLanguage } from './languages.js';
 import type { BuiltInVoice, LocalEngine } from './voices.js';
+import { makeScratchDir } from '../platform/scratch.js';
 
 /**
  * The local engines, run through runTool/streamTool: festival (`text2wave`, the HTS voice
@@ -130,7 +130,7 @@ function wavData(wav: Buffer, expectedRate: number): Buffer {
 
 /** flite on one piece of text → raw s16le mono samples (it writes only to a file it opens by name). */
 async function flitePiece(choice: EngineChoice, text: string, speed: number, limits: { timeoutMs: number; signal?: AbortSignal }): Promise<Buffer> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'speech-flite-'));
+  const dir = await makeScratchDir('speech-flite-');
   try {
     const out = path.join(dir, 'piece.wav');
     await runTool('flite', ['-voice', choice.voice, '--setf', `duration_stretch=${(1 / speed).toFixed(3)}`, '-t', text, '-o', out], limits);

@@ -1,5 +1,4 @@
-import { mkdtemp, open, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { open, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Services } from '../services.js';
 import { AudioUnreadable, decodeToWav, findPauses, planSegments, probeAudio, readWavInfo, sliceWav, sniffAudioContainer } from '../audio/index.js';
@@ -10,6 +9,7 @@ import { transcriptFailure } from '../contracts/transcript.js';
 import { engineLanguage } from './languages.js';
 import { acceptedContainers, transcriptFiles, type AcceptedContainer } from './files.js';
 import { formatText, formatWords } from './text-format.js';
+import { makeScratchDir } from '../platform/scratch.js';
 
 /**
  * The work of the `transcript` workflow's activities, each safe to repeat (Temporal retries them):
@@ -83,7 +83,7 @@ export async function prepareTranscript(deps: TranscriptDeps, transcriptId: stri
     );
   }
 
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'transcript-'));
+  const dir = await makeScratchDir('transcript-');
   try {
     let original: string;
     let kind = row.audioKind as AcceptedContainer | null;
@@ -150,7 +150,7 @@ export async function transcribeSegment(deps: TranscriptDeps, transcriptId: stri
   if (!segment || segment.completedAt || segment.transcript.status !== 'processing') return;
   await deps.db.transcriptSegment.update({ where: { transcriptId_index: { transcriptId, index } }, data: { attempts: { increment: 1 } } });
   const t = segment.transcript;
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'transcript-segment-'));
+  const dir = await makeScratchDir('transcript-segment-');
   try {
     const wav = path.join(dir, `${index}.wav`);
     await writeFile(wav, await deps.storage.read(transcriptFiles.segment(transcriptId, index)));

@@ -1,9 +1,9 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { decodePcm } from '../audio/index.js';
 import { builtInVoices, synthesize } from '../speech/index.js';
 import { normalisationOf, printSimilarity, voicePrint, VOICE_PRINT_SAMPLE_RATE, type PrintNormalisation } from './voice-print.js';
+import { makeScratchDir } from '../platform/scratch.js';
 
 /**
  * Voice prints of the built-in speech voices (lib/speech), made once per process from a fixed
@@ -24,7 +24,7 @@ export interface ReferencePrints {
 export const decodeForPrint = (file: string, signal?: AbortSignal) => decodePcm(file, { sampleRate: VOICE_PRINT_SAMPLE_RATE, channels: 1, maxSeconds: 3600, signal, timeoutMs: 10 * 60_000 });
 
 async function makeReferencePrints(): Promise<ReferencePrints> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'voice-reference-'));
+  const dir = await makeScratchDir('voice-reference-');
   try {
     const voices: ReferencePrints['voices'] = [];
     for (const v of builtInVoices()) {

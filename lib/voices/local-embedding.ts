@@ -1,5 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { VoiceStepOutcome } from '../contracts/voice-job.js';
 import { probeAudio } from '../audio/index.js';
@@ -10,6 +9,7 @@ import { DEFAULT_TTS_TYPE, testSentences } from './files.js';
 import { VoiceInputError, VoiceUnsupported, type VoiceJobDeps } from './job-steps.js';
 import { latestTtsTypeOf } from './presenters.js';
 import { printVoiceSamples, type VoicePrintSummary } from './sample-prints.js';
+import { makeScratchDir } from '../platform/scratch.js';
 
 /**
  * The embedding made on the worker when no GPU job service is configured: the local voice print
@@ -30,7 +30,7 @@ export function referenceSample(preferred: number | null, summary: VoicePrintSum
 
 /** The test sentences spoken by a built-in voice, as Opus in Ogg. */
 export async function speakTestSentences(builtInVoice: string, sampleIndex: number | null, signal?: AbortSignal): Promise<EmbeddingResult['testSamples']> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'voice-test-samples-'));
+  const dir = await makeScratchDir('voice-test-samples-');
   try {
     const out: EmbeddingResult['testSamples'] = [];
     for (const [i, sentence] of testSentences.entries()) {

@@ -1,10 +1,10 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { FileStorage } from '../platform/storage.js';
 import { decodeForPrint, rankBuiltInVoices, referencePrints } from './builtin-prints.js';
 import { voiceFiles } from './files.js';
 import { centroidOf, printSimilarity, VOICE_PRINT_METHOD, voicePrint, type VoicePrint } from './voice-print.js';
+import { makeScratchDir } from '../platform/scratch.js';
 
 /**
  * The local voice print of a voice: the print of each sample, their centroid, each sample's score
@@ -27,7 +27,7 @@ export async function printVoiceSamples(
   signal?: AbortSignal,
 ): Promise<VoicePrintSummary | null> {
   const refs = await referencePrints();
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'voice-print-'));
+  const dir = await makeScratchDir('voice-print-');
   const samples: VoicePrintSummary['samples'] = [];
   try {
     for (const index of indexes) {

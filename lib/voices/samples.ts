@@ -1,5 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { AudioUnreadable, encodeFile, probeAudio, voiceSampleOpus } from '../audio/index.js';
@@ -11,6 +10,7 @@ import { presentTestSample } from './presenters.js';
 import { isLocked, lockedConflict, type VoiceApiDeps } from './requests.js';
 import { checkVoiceUpload, type VoiceUpload } from './uploads.js';
 import { findVoice, voiceView, withLockedVoice } from './voices.js';
+import { makeScratchDir } from '../platform/scratch.js';
 
 /**
  * Samples and files of a voice: uploading a sample to a voice created empty (converted like split
@@ -38,7 +38,7 @@ export async function uploadSample(deps: VoiceApiDeps, partnerName: string, voic
   await checkVoiceUpload(upload, { field: 'file', maxSeconds: MAX_SAMPLE_SECONDS });
   let audio: Buffer;
   let duration: number;
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'voice-sample-'));
+  const dir = await makeScratchDir('voice-sample-');
   try {
     audio = await encodeFile(upload.path, { ...voiceSampleOpus, timeoutMs: 120_000 });
     const file = path.join(dir, 'sample.opus');

@@ -1,10 +1,10 @@
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { VoiceStepOutcome } from '../contracts/voice-job.js';
 import { AudioUnreadable, decodeToWav, encodeCuts, findPauses, planSamples, probeAudio, readWavInfo, voiceSampleOpus } from '../audio/index.js';
 import { voiceFiles } from './files.js';
 import { VoiceInputError, type VoiceJobDeps } from './job-steps.js';
+import { makeScratchDir } from '../platform/scratch.js';
 
 /**
  * The split job: the original recording cut into samples that start and end in pauses. The pauses
@@ -24,7 +24,7 @@ export async function splitVoiceRecording(deps: VoiceJobDeps, voiceId: string, g
   if (v.splitGeneration !== generation || v.splittingStatus !== 'in_progress') return 'superseded';
   if (!v.originalFilename) throw new VoiceInputError('the voice has no original recording to split (it was created empty)');
 
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'voice-split-'));
+  const dir = await makeScratchDir('voice-split-');
   try {
     const original = path.join(dir, v.originalFilename);
     await writeFile(original, await deps.storage.read(voiceFiles.original(v.partnerId, v.id, v.originalFilename)));

@@ -52,8 +52,12 @@ describe('transcription: a killed worker, operator commands, retention', functio
     return stdout.includes(transcriptWorkflowId(id));
   };
 
-  it('a worker killed mid-transcript: a new worker finishes it, and the segments done before are not done again', async () => {
-    let worker: RunningWorker = await startWorker({ TRANSCRIPT_SEGMENT_SECONDS: '15' });
+  it('a worker killed mid-transcript: a new worker finishes it, the segments done before are not done again, and the working folders it left are removed', async () => {
+    // The workers' OS temp folder, to see what the killed one left there.
+    const tmp = fs.mkdtempSync(path.join(testStack().workDir, 'worker-tmp-'));
+    const scratchOf = (w: RunningWorker) => fs.readdirSync(path.join(tmp, 'kb-scratch')).filter((name) => name.startsWith(`${w.child.pid}-`));
+    const workerEnv = { TRANSCRIPT_SEGMENT_SECONDS: '15', TMPDIR: tmp };
+    let worker: RunningWorker = await startWorker(workerEnv);
     try {
       const t = await submit();
       const seen = new Set<string>();
@@ -65,7 +69,10 @@ describe('transcription: a killed worker, operator commands, retention', functio
           return s.length > 2 && done.length >= 1 && done.length < s.length ? done.map((x) => x.index) : null;
         }, 240_000);
         await worker.kill('SIGKILL');
-        worker = await startWorker({ TRANSCRIPT_SEGMENT_SECONDS: '15' });
+        const killed = worker;
+        assert.equal(scratchOf(killed).length, 1, 'the killed worker left its working folder');
+        worker = await startWorker(workerEnv);
+        assert.deepEqual(scratchOf(killed), [], 'the next worker removed it at start');
         const done = await eventually('the transcript to finish', async () => {
           const r = await http('GET', t.path, { key: partner.key });
           return r.body.status === 'completed' || r.body.status === 'error' ? r.body : null;
@@ -83,6 +90,7 @@ describe('transcription: a killed worker, operator commands, retention', functio
       }
     } finally {
       await worker.kill();
+      fs.rmSync(tmp, { recursive: true, force: true });
     }
   });
 

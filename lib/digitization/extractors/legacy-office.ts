@@ -1,5 +1,4 @@
-import { mkdtemp, open, readdir, rm } from 'node:fs/promises';
-import os from 'node:os';
+import { open, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { runTool, ToolFailed } from '../../platform/child-process.js';
@@ -7,6 +6,7 @@ import { libreOfficeModules } from '../../platform/system-tools.js';
 import { runConverter } from './converters.js';
 import { extractOfficeOpenXml } from './documents.js';
 import { UnreadableDocument, type Extracted } from './types.js';
+import { makeScratchDir } from '../../platform/scratch.js';
 
 /**
  * Office 97-2003 files (.doc, .xls, .ppt): converted by LibreOffice (headless, Debian's `-nogui`
@@ -114,8 +114,8 @@ function withConvertedCopy<T>(filePath: string, kind: LegacyOfficeKind, timeoutM
 
 async function convert(filePath: string, kind: LegacyOfficeKind, timeoutMs: number): Promise<{ dir: string; copy: string }> {
   const { what, target, exportFilter } = kinds[kind];
-  profileDir ??= await mkdtemp(path.join(os.tmpdir(), `kb-libreoffice-profile-${process.pid}-`));
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'kb-libreoffice-'));
+  profileDir ??= await makeScratchDir('kb-libreoffice-profile-');
+  const dir = await makeScratchDir('kb-libreoffice-');
   try {
     await runTool(
       'soffice',

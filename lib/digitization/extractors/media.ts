@@ -5,8 +5,7 @@
  * Every child process is time-bounded and killed with SIGKILL on expiry; temp files live in a
  * private directory removed in `finally`.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { SpeechToTextEngine } from '../../providers/speech-to-text.js';
 import { tidyExtractedText, UnreadableDocument, type Extracted } from './types.js';
@@ -14,6 +13,7 @@ import { isAudioVideo, isImage } from '../formats.js';
 import { isInputFailure, runTool } from '../../platform/child-process.js';
 import { ocrImage, resolveOcrLanguages, type OcrLanguageChoice } from '../ocr.js';
 import { AudioUnreadable, decodeToWav, findPauses, planSegments, probeAudio, readWavInfo, sliceWav } from '../../audio/index.js';
+import { makeScratchDir } from '../../platform/scratch.js';
 
 const OCR_TIMEOUT_MS = 2 * 60_000;
 const PROBE_TIMEOUT_MS = 60_000;
@@ -128,7 +128,7 @@ export async function extractMedia(
 ): Promise<Extracted> {
   const ext = extension.replace(/^\./, '').toLowerCase();
   let dir: string | null = null;
-  const tmp = async () => (dir ??= await mkdtemp(path.join(os.tmpdir(), 'kb-media-')));
+  const tmp = async () => (dir ??= await makeScratchDir('kb-media-'));
   try {
     if (isImage(ext)) return await readImage(filePath, ext, tmp, options.ocrLanguages);
     if (isAudioVideo(ext)) {

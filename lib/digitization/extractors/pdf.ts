@@ -1,10 +1,10 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { runTool } from '../../platform/child-process.js';
 import { ocrImage, resolveOcrLanguages, type OcrLanguageChoice } from '../ocr.js';
 import { runConverter, unreadable } from './converters.js';
 import { UnreadableDocument, type Extracted } from './types.js';
+import { makeScratchDir } from '../../platform/scratch.js';
 
 /**
  * PDFs: the text layer of every page (poppler's `pdftotext -layout`), and for pages without one
@@ -58,7 +58,7 @@ export async function extractPdf(filePath: string, ocr: PdfOcrSettings): Promise
 
 /** Renders and reads the given pages, `concurrency` at a time; the languages are resolved once. */
 async function ocrPages(filePath: string, pageNumbers: number[], ocr: PdfOcrSettings): Promise<Map<number, { text: string; languages: string }>> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'kb-pdf-ocr-'));
+  const dir = await makeScratchDir('kb-pdf-ocr-');
   const timeoutMs = ocr.toolTimeoutMs ?? RENDER_TIMEOUT_MS;
   try {
     const render = async (page: number) => {
