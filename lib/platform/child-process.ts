@@ -246,3 +246,13 @@ export function streamTool(cmd: SystemTool, args: string[], limits: { timeoutMs:
   done.catch(() => undefined);
   return { stdin: child.stdin, stdout: child.stdout, done, kill };
 }
+
+/** Whether a process with this pid runs (one of another user's, which we may not signal, included). */
+export function processRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { processRunning } from './child-process.js';
 import type { Logger } from './logger.js';
 
 /**
@@ -22,16 +23,6 @@ export async function makeScratchDir(prefix: string): Promise<string> {
   const own = path.join(scratchBase(), ownName);
   await fs.mkdir(own, { recursive: true });
   return fs.mkdtemp(path.join(own, prefix));
-}
-
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: a process of another user has that pid; it is not ours to judge.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /**
@@ -59,7 +50,7 @@ async function removeFoldersOfGoneProcesses(base: string): Promise<number> {
   for (const entry of entries) {
     const pid = /^(\d+)-/.exec(entry.name)?.[1];
     if (!entry.isDirectory() || !pid || entry.name === ownName) continue;
-    if (Number(pid) !== process.pid && isRunning(Number(pid))) continue;
+    if (Number(pid) !== process.pid && processRunning(Number(pid))) continue;
     await fs.rm(path.join(base, entry.name), { recursive: true, force: true });
     removed++;
   }

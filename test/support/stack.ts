@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import pg from 'pg';
 import { binaries, dropDatabase, ensureDatabase, freePort, migrate, startTemporal, startWeaviate, type ManagedProcess, type WeaviateProcess } from '../../scripts/stack.js';
+import { processRunning } from '../../lib/platform/child-process.js';
 
 /**
  * The test run's own infrastructure: a Temporal dev server and a Weaviate on free ports with
@@ -36,7 +37,7 @@ async function dropStaleTestDatabases(baseUrl: string): Promise<void> {
     const { rows } = await client.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE 'dwb_test_%'");
     for (const { datname } of rows) {
       const pid = Number(datname.slice('dwb_test_'.length));
-      if (!Number.isInteger(pid) || pid === process.pid || processAlive(pid)) continue;
+      if (!Number.isInteger(pid) || pid === process.pid || processRunning(pid)) continue;
       await client.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
     }
   } finally {
@@ -58,7 +59,7 @@ function stopStaleTestServers(): void {
     } catch {
       continue;
     }
-    if (processAlive(owner.pid)) continue;
+    if (processRunning(owner.pid)) continue;
     // A server that ended long ago may have left its process id to another process since.
     for (const pid of owner.servers) {
       if (!isOneOfOurServers(pid)) continue;
@@ -78,15 +79,6 @@ function isOneOfOurServers(pid: number): boolean {
     return executable === binaries.temporal || executable === binaries.weaviate;
   } catch {
     return false;
-  }
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
