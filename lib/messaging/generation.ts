@@ -25,6 +25,7 @@ import {
   type UpstreamError,
 } from './upstream.js';
 import { ProviderAnswerError, type RawStreamEvent } from '../providers/openai-http.js';
+import { ServiceUnavailable } from '../providers/service-unavailable.js';
 import { clientGone, SseWriter } from './sse.js';
 import { mark, sendTiming } from './timing.js';
 
@@ -348,6 +349,13 @@ function knowledgeRequest(forwarded: ResponsesBody, character: Character | null,
   return out;
 }
 
+/**
+ * The `instructions` an answer echoes (OpenAI's answer repeats what the model was instructed):
+ * the character's prompt and the client's instructions, both the client's own, without the
+ * knowledge excerpts, which are whole chunks (spec: full chunks are never returned).
+ */
+const echoedInstructions = (forwarded: ResponsesBody, character: Character | null) => composeInstructions([character?.prompt, forwarded.instructions]) ?? null;
+
 export async function responses(ctx: GenerationContext, body: ResponsesBody): Promise<GenerationOutcome> {
   mark(ctx.res, 'handler');
   // A background response is answered "queued" and read later with GET /responses/{id}, which
@@ -377,7 +385,8 @@ export async function responses(ctx: GenerationContext, body: ResponsesBody): Pr
     finish(ctx, hold, { usedTokens: tokensUsed(result.usage) });
     if (!knowledge) return { json: result };
     const items = visibilityItems();
-    return { json: { ...result, output: [items.searching, items.fileSearch(query, 'completed', knowledge.sources), items.found(knowledge.sources.length), ...(result.output ?? [])] } };
+    const output = [items.searching, items.fileSearch(query, 'completed', knowledge.sources), items.found(knowledge.sources.length), ...(result.output ?? [])];
+    return { json: { ...result, instructions: echoedInstructions(forwarded, character), output } };
   }
 
   if (!character?.knowledge) return passThroughResponses(ctx, client, knowledgeRequest(forwarded, character, null), models, plan, abort);
@@ -411,7 +420,7 @@ async function passThroughResponses(ctx: GenerationContext, client: ReturnType<t
   } catch (caught) {
     const err = caught instanceof RelayFailure ? caught.cause : caught;
     if (caught instanceof RelayFailure && caught.relayed) await sse.write(caught.relayed);
-    if (!isClientAbort(err)) await sse.event('error', streamError(err, models.model, relay.last + 1));
+    if (!isClientAbort(err)) await sse.event('error', streamError(err, models.model, relay.last + 1, ctx.log));
   } finally {
     sse.end();
     finish(ctx, hold, { usedTokens: tokensUsed(relay.usage) });
@@ -450,9 +459,24 @@ function relayResponseEvents(batch: RawStreamEvent[], relay: { usage: ProviderUs
   return out;
 }
 
-function streamError(err: unknown, model: string, sequence: number) {
-  const e = toUpstreamError(err, model);
-  return { type: 'error', code: e.openaiError.code, message: e.openaiError.message, param: e.openaiError.param ?? null, sequence_number: sequence, error: e.openaiError };
+/** The knowledge search of a streamed answer failed: no model was asked. */
+class KnowledgeSearchFailed extends Error {
+  constructor(override readonly cause: unknown) {
+    super('the knowledge search failed');
+  }
+}
+
+function streamError(err: unknown, model: string, sequence: number, log: Logger) {
+  const e = err instanceof KnowledgeSearchFailed ? knowledgeSearchError(err.cause, log) : toUpstreamError(err, model).openaiError;
+  return { type: 'error', code: e.code, message: e.message, param: e.param ?? null, sequence_number: sequence, error: e };
+}
+
+/** What a JSON answer would have said (503 for an unavailable index or encoder, else 500), in the stream's error event. */
+function knowledgeSearchError(err: unknown, log: Logger): UpstreamError['openaiError'] {
+  if (err instanceof ServiceUnavailable) return { message: `the knowledge search failed: ${err.message}; try again shortly`, type: 'server_error', code: 'unavailable' };
+  if (err instanceof AppError && err.status < 500) return { message: `the knowledge search failed: ${err.message}`, type: 'invalid_request_error', code: err.code };
+  log.error('knowledge search failed in a stream', { err });
+  return { message: 'the knowledge search failed: internal error', type: 'server_error', code: 'internal_error' };
 }
 
 /**
@@ -483,7 +507,7 @@ async function knowledgeResponsesStream(
     status: 'in_progress',
     model: forwarded.model,
     output: [] as unknown[],
-    instructions: null,
+    instructions: echoedInstructions(forwarded, character),
     metadata: forwarded.metadata ?? {},
     usage: null,
   };
@@ -498,7 +522,9 @@ async function knowledgeResponsesStream(
     await emit('response.output_item.done', { output_index: 0, item: items.searching });
     await emit('response.file_search_call.in_progress', { output_index: 1, item_id: items.fileSearch(query, 'in_progress', null).id });
     await emit('response.file_search_call.searching', { output_index: 1, item_id: items.fileSearch(query, 'searching', null).id });
-    const knowledge = await retrieveKnowledge(ctx.deps, character, query);
+    const knowledge = await retrieveKnowledge(ctx.deps, character, query).catch((err: unknown) => {
+      throw new KnowledgeSearchFailed(err);
+    });
     const fileSearch = items.fileSearch(query, 'completed', knowledge.sources);
     await emit('response.file_search_call.completed', { output_index: 1, item_id: fileSearch.id, item: fileSearch });
     const found = items.found(knowledge.sources.length);
@@ -524,7 +550,7 @@ async function knowledgeResponsesStream(
         // A client that chains from the finished answer finds its id recorded.
         await aliasRecorded;
         usage = event.response?.usage ?? null;
-        const response = { ...event.response, id: base.id, output: [items.searching, fileSearch, found, ...(event.response?.output ?? [])] };
+        const response = { ...event.response, id: base.id, instructions: base.instructions, output: [items.searching, fileSearch, found, ...(event.response?.output ?? [])] };
         await emit(type, { response });
         continue;
       }
@@ -536,7 +562,7 @@ async function knowledgeResponsesStream(
   } catch (err) {
     if (!isClientAbort(err)) {
       sse.start();
-      await sse.event('error', streamError(err, models.model, seq++));
+      await sse.event('error', streamError(err, models.model, seq++, ctx.log));
     }
   } finally {
     sse.end();

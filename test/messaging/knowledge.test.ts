@@ -3,6 +3,7 @@ import type OpenAI from 'openai';
 import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { chatCompletion, startOpenAiUpstream, type OpenAiUpstream, type UpstreamCall } from '../support/openai-upstream.js';
 import { newKnowledgeBase } from '../support/fixtures.js';
+import { freePort } from '../../scripts/stack.js';
 import { collect, newQuotaKey, responseEvents, responseObject, v3Client } from './support.js';
 
 /**
@@ -109,6 +110,8 @@ describe('messaging v3: knowledge context and visibility items', function () {
     assert.equal(sent.metadata, undefined, 'metadata.service never reaches the model');
     assert.match(sent.instructions, /^You are the lighthouse keeper\.\n\nAnswer briefly\./);
     assert.match(sent.instructions, /the log recorded every hour of fog/, 'the model gets full chunks');
+    assert.equal(r.instructions, 'You are the lighthouse keeper.\n\nAnswer briefly.', 'the answer repeats the instructions without the excerpts');
+    assert.ok(!JSON.stringify(r).includes('the log recorded every hour of fog'), 'no full chunk anywhere in the answer');
   });
 
   it('a search without sources still returns a completed file_search_call with results []', async () => {
@@ -147,6 +150,42 @@ describe('messaging v3: knowledge context and visibility items', function () {
     assertVisibility(final.output, true);
     assert.equal(final.output.at(-1).type, 'message');
     assert.equal(final.id, events[0].response.id);
+    assert.equal(final.instructions, 'You are the lighthouse keeper.');
+    assert.equal(events[0].response.instructions, 'You are the lighthouse keeper.');
+    assert.ok(!JSON.stringify(events).includes('the log recorded every hour of fog'), 'no full chunk anywhere in the stream');
+  });
+
+  it("a turn without text (a tool's output sent back) searches nothing: 0 found, and the model is asked", async () => {
+    const toolOutput = [{ type: 'function_call_output', call_id: 'call_1', output: '{"visibility_m": 40}' }];
+    const r: any = await openai.responses.create({ model: 'm', input: toolOutput, metadata: { service } } as any);
+    assert.equal(r.output[1].type, 'file_search_call');
+    assert.deepEqual(r.output[1].results, []);
+    assert.equal(r.output[2].summary[0].text, 'Found 0 relevant documents, thinking...');
+    assert.equal(r.output_text, 'Every ninety seconds.');
+    assert.equal(upstream.callsTo('/v1/responses').at(-1)!.body.instructions, 'You are the lighthouse keeper.');
+    const streamed: any[] = await collect((await openai.responses.create({ model: 'm', input: toolOutput, stream: true, metadata: { service } } as any)) as any);
+    assert.equal(streamed.at(-1).type, 'response.completed');
+    assert.deepEqual(streamed[6].item.results, []);
+  });
+
+  it('a knowledge search that fails in a stream ends in an error event that says so (503 when not streamed)', async () => {
+    // A port nothing listens on: every connection to the index is refused.
+    const noIndex = await startApi({ OPENAI_BASE_URL: upstream.baseUrl, WEAVIATE_URL: `http://127.0.0.1:${await freePort()}` });
+    try {
+      const before = upstream.calls.length;
+      const body = { model: 'm', input: question, metadata: { service } };
+      const call = (stream: boolean) => fetch(`${noIndex.url}/v3/responses`, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${openai.apiKey}` }, body: JSON.stringify({ ...body, stream }) });
+      const plain = await call(false);
+      assert.equal(plain.status, 503);
+      const res = await call(true);
+      const events = (await res.text()).split('\n\n').filter(Boolean).map((e) => ({ type: /^event: (.*)$/m.exec(e)?.[1], data: JSON.parse(/^data: (.*)$/m.exec(e)![1]!) }));
+      assert.equal(events.at(-1)!.type, 'error');
+      assert.equal(events.at(-1)!.data.code, 'unavailable');
+      assert.match(events.at(-1)!.data.message, /^the knowledge search failed: .*Weaviate.*; try again shortly$/);
+      assert.equal(upstream.calls.length, before, 'no model was asked');
+    } finally {
+      await noIndex.close();
+    }
   });
 
   it('a knowledge stream the provider ends before response.completed ends in an error event, not a completed response', async () => {

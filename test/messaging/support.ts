@@ -42,6 +42,8 @@ export function responseEvents(call: UpstreamCall, text: string, thinking: strin
   let seq = 0;
   const response = (status: string, output: unknown[]) => ({
     id, object: 'response', created_at: Math.floor(Date.now() / 1000), status, model: call.body?.model ?? 'unknown', output,
+    // OpenAI's answer repeats the instructions the model was given.
+    instructions: call.body?.instructions ?? null,
     usage: status === 'completed' ? { input_tokens: 12, output_tokens: 7, total_tokens: 19 } : null,
   });
   const events: any[] = [];
