@@ -8,7 +8,8 @@ import { closeAfterAnswer } from './request-limits.js';
  * Each interface has its own error body; all of them are produced here from one AppError.
  * - `detail`: knowledge-base and voice APIs, `{detail: "<message>"}`, plus the fields of
  *   `details.responseFields` when the error carries some (a 409 naming what already exists).
- * - `messaging`: v3 and legacy v2 completions, `{detail: {code, message, context: {request_id, endpoint}}}`.
+ * - `messaging`: v3 and legacy v2 completions, `{detail: {code, message, context: {request_id, endpoint}}}`,
+ *   plus the same as OpenAI's `error` object (`{message, type, code, param}`) for the OpenAI clients.
  * - `transcription`, `speech`, `dialog`: the /v2 job and speech interfaces. An invalid request is
  *   422 `{message, errors: {<field>: [<message>]}}` in all three; other errors are `{error}`
  *   (transcription), `{error, code?}` (speech: `code` when the error names one, e.g.
@@ -63,11 +64,21 @@ function toAppError(err: unknown): AppError {
   return new AppError('internal_error', 'internal error');
 }
 
-function errorBody(style: ErrorStyle, err: AppError, requestId: string, endpoint: string): unknown {
+/**
+ * The same error as OpenAI's error object, next to the messaging interface's `detail`: the official
+ * OpenAI clients read only `error` and would otherwise report "400 status code (no body)".
+ */
+function openAiError(err: AppError) {
+  const param = Object.keys((err.details?.fieldErrors as Record<string, string[]> | undefined) ?? {})[0] ?? null;
+  return { message: err.message, type: err.status >= 500 ? 'server_error' : 'invalid_request_error', code: err.code, param };
+}
+
+/** The error body of an interface's style (also the rate limiter's, which answers before any route). */
+export function errorBody(style: ErrorStyle, err: AppError, requestId: string, endpoint: string): unknown {
   if (answersInvalidWith422.has(style) && statusIn(style, err) === 422) return { message: err.message, errors: fieldErrors(err) };
   switch (style) {
     case 'messaging':
-      return { detail: { code: err.code, message: err.message, context: { request_id: requestId, endpoint } } };
+      return { error: openAiError(err), detail: { code: err.code, message: err.message, context: { request_id: requestId, endpoint } } };
     case 'transcription':
       return { error: err.message };
     case 'speech':

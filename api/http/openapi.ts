@@ -24,7 +24,11 @@ export const errorSchemas: Record<ErrorStyle | 'validation', JsonSchema> = {
         required: ['code', 'message', 'context'],
         properties: { code: text, message: text, context: { type: 'object', required: ['request_id', 'endpoint'], properties: { request_id: text, endpoint: text } } },
       },
-      error: { type: 'object', description: 'The model provider\'s OpenAI error object, when it failed' },
+      error: {
+        type: 'object',
+        description: "OpenAI's error object, which the official OpenAI clients read: the provider's own on model-provider failures, else the service's error (`code` as in `detail`, `type` `invalid_request_error` or `server_error`, `param` the first invalid field)",
+        properties: { message: text, type: text, code: { type: ['string', 'null'] }, param: { type: ['string', 'null'] } },
+      },
     },
   },
   transcription: { type: 'object', required: ['error'], properties: { error: text } },

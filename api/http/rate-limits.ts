@@ -6,7 +6,7 @@ import { AppError } from '../../lib/platform/errors.js';
 import type { RequestRateLimiter } from '../../lib/platform/rate-limit.js';
 import type { QuotaKeyPrincipal } from '../../lib/messaging/quota-keys.js';
 import { presentedKey } from './api-key.js';
-import type { ErrorStyle } from './errors.js';
+import { errorBody, type ErrorStyle } from './errors.js';
 import type { RouteDefinition, RouteEnvironment } from './route.js';
 
 /**
@@ -253,12 +253,7 @@ export function localBlockGate(limiter: RequestRateLimiter, limits: AbuseLimits,
     const requestId = crypto.randomUUID();
     const err = refusal(entry.iface, limit, left, anonymous);
     const endpoint = path;
-    const body =
-      entry.style === 'messaging' ? { detail: { code: err.code, message: err.message, context: { request_id: requestId, endpoint } } }
-      : entry.style === 'detail' ? { detail: err.message }
-      : entry.style === 'dialog' ? { message: err.message }
-      : { error: err.message };
-    const text = JSON.stringify(body);
+    const text = JSON.stringify(errorBody(entry.style, err, requestId, endpoint));
     const answer = () => {
       if (res.destroyed || res.headersSent) return;
       res.writeHead(429, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), 'retry-after': String(left), 'x-request-id': requestId });

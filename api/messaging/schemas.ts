@@ -1,4 +1,5 @@
 import type { JsonSchema } from '../http/validation.js';
+import { errorSchemas } from '../http/openapi.js';
 import { quotaTypes } from '../../lib/messaging/quota-keys.js';
 import { serviceMetadataSchema } from '../../lib/messaging/service-metadata.js';
 import { partnerNamePattern } from '../../lib/partners/partners.js';
@@ -16,7 +17,8 @@ const reasoningSchema: JsonSchema = {
   type: ['object', 'null'],
   description: 'Passed to the model request only: `{effort: none|minimal|low|medium|high}` or `{max_tokens: n}` (thinking budget, separate from the answer limit)',
   properties: {
-    effort: { type: 'string', enum: ['none', 'minimal', 'low', 'medium', 'high', 'xhigh'] },
+    // null: the model's default, as in OpenAI's Reasoning object (forwarded as sent).
+    effort: { type: ['string', 'null'], enum: ['none', 'minimal', 'low', 'medium', 'high', 'xhigh', null] },
     max_tokens: { type: 'integer', minimum: 0, maximum: 10_000_000 },
   },
 };
@@ -130,23 +132,10 @@ export const createQuotaKeyBody: JsonSchema = {
 
 export const quotaKeyIdParams: JsonSchema = { type: 'object', required: ['id'], properties: { id: { type: 'string', format: 'uuid' } } };
 
-const errorDetail: JsonSchema = {
-  type: 'object',
-  required: ['detail'],
-  properties: {
-    detail: {
-      type: 'object',
-      required: ['code', 'message', 'context'],
-      properties: { code: { type: 'string' }, message: { type: 'string' }, context: { type: 'object', properties: { request_id: { type: 'string' }, endpoint: { type: 'string' } } } },
-    },
-    error: { type: 'object', description: 'OpenAI-shaped error, present on model-provider failures' },
-  },
-};
-
 export const messagingErrors = {
-  400: { description: 'Invalid body, metadata.service or character', schema: errorDetail },
-  401: { description: 'Missing or invalid quota key (`invalid_api_key`)', schema: errorDetail },
-  403: { description: "Quota type not allowed for this endpoint, or knowledge base outside the key's partner scope", schema: errorDetail },
-  429: { description: 'Quota exhausted (`quota_exceeded`); `x-should-retry: false` when no retry can pass (the tokens no request in flight holds cannot cover it)', schema: errorDetail },
-  502: { description: 'Model provider failure (also after fallback_model)', schema: errorDetail },
+  400: { description: 'Invalid body, metadata.service or character', schema: errorSchemas.messaging },
+  401: { description: 'Missing or invalid quota key (`invalid_api_key`)', schema: errorSchemas.messaging },
+  403: { description: "Quota type not allowed for this endpoint, or knowledge base outside the key's partner scope", schema: errorSchemas.messaging },
+  429: { description: 'Quota exhausted (`quota_exceeded`); `x-should-retry: false` when no retry can pass (the tokens no request in flight holds cannot cover it)', schema: errorSchemas.messaging },
+  502: { description: 'Model provider failure (also after fallback_model)', schema: errorSchemas.messaging },
 };

@@ -33,7 +33,8 @@ const shapes: Record<string, Shape> = {
     assert.match(res.body.detail, /Too many requests: this key may send 3 requests a minute/);
   },
   messaging: (res) => {
-    exactly(['detail'])(res);
+    exactly(['detail', 'error'])(res);
+    assert.equal(res.body.error.message, res.body.detail.message);
     assert.equal(res.body.detail.code, 'rate_limited');
     assert.match(res.body.detail.message, /Too many requests/);
     assert.deepEqual(Object.keys(res.body.detail.context).sort(), ['endpoint', 'request_id']);

@@ -116,6 +116,9 @@ describe('messaging v3: chat completions and responses through the openai client
       const sent = lastCall('/v1/responses').body;
       assert.equal(sent.max_output_tokens, 40);
       assert.deepEqual(sent.reasoning, { effort: 'none' });
+      // OpenAI's Reasoning object takes effort null (the model's default) and a summary setting.
+      await openai.responses.create({ model: 'small-model', input: 'Hi', reasoning: { effort: null, summary: 'auto' } });
+      assert.deepEqual(lastCall('/v1/responses').body.reasoning, { effort: null, summary: 'auto' });
     });
 
     it('streams the provider events; thinking text keeps its whitespace exactly', async () => {
@@ -243,6 +246,11 @@ describe('messaging v3: chat completions and responses through the openai client
       assert.equal(res.body.detail.context.endpoint, endpoint);
       assert.match(res.body.detail.context.request_id, /^[0-9a-f-]{36}$/);
       assert.equal(res.body.detail.context.request_id, res.headers.get('x-request-id'));
+      // And as OpenAI's error object, the only part the official OpenAI clients read (a provider's
+      // failure carries the provider's own).
+      if (code === 'upstream_error') return;
+      assert.deepEqual({ message: res.body.error.message, code: res.body.error.code }, { message: res.body.detail.message, code });
+      assert.equal(res.body.error.type, status >= 500 ? 'server_error' : 'invalid_request_error');
     };
     const chatBody = { model: 'm', messages: [{ role: 'user', content: 'Hi' }] };
 
@@ -252,7 +260,7 @@ describe('messaging v3: chat completions and responses through the openai client
         assertError(await http('POST', path, { json: { ...chatBody, input: 'x' } }), 401, 'invalid_api_key', path);
         assertError(await http('POST', path, { json: { ...chatBody, input: 'x' }, headers: { Authorization: 'Bearer qk_not-a-key' } }), 401, 'invalid_api_key', path);
       }
-      await assert.rejects(v3Client(api.url, 'qk_wrong').chat.completions.create(chatBody as any), (e: any) => e.status === 401);
+      await assert.rejects(v3Client(api.url, 'qk_wrong').chat.completions.create(chatBody as any), (e: any) => e.status === 401 && e.code === 'invalid_api_key' && /^401 /.test(e.message) && !/no body/.test(e.message));
       assert.equal(upstream.calls.length, before);
     });
 
@@ -390,6 +398,11 @@ describe('messaging v3: chat completions and responses through the openai client
       const res = await http('POST', '/v3/chat/completions', { json: { model: 'm', messages: [{ role: 'user', content: 'Hi' }, { role: 'wizard', content: 'x' }] }, headers: { Authorization: `Bearer ${key}` } });
       assertError(res, 400, 'bad_request', '/v3/chat/completions');
       assert.equal(res.body.detail.message, 'body.messages.1.role must be one of system, developer, user, assistant, tool, function');
+      // What a user of the OpenAI client sees.
+      await assert.rejects(
+        v3Client(api.url, key).chat.completions.create({ model: 'm', messages: [{ role: 'wizard', content: 'x' }] } as any),
+        (e: any) => e.status === 400 && e.message === '400 body.messages.0.role must be one of system, developer, user, assistant, tool, function' && e.param === 'messages.0.role' && e.code === 'bad_request',
+      );
       assert.equal(upstream.calls.length, before);
     });
 
