@@ -95,6 +95,28 @@ function nulPaths(value: unknown, at: string): string[] {
   return out;
 }
 
+const trueWords = new Set(['true', '1', 'yes', 'on', 't', 'y']);
+const falseWords = new Set(['false', '0', 'no', 'off', 'f', 'n']);
+
+/**
+ * A boolean form or query field is text: the words Python's and HTML's clients send for a flag
+ * (`True`, `1`, `yes`, `on`; `False`, `0`, `no`, `off`, any case, as FastAPI reads them) become the
+ * boolean, and an empty one counts as not sent (its default). Any other text is still a 400.
+ */
+function readTextBooleans(schema: JsonSchema, value: unknown): void {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return;
+  const fields = value as Record<string, unknown>;
+  for (const [name, field] of Object.entries((schema.properties ?? {}) as Record<string, JsonSchema>)) {
+    const text = fields[name];
+    const types = ([] as unknown[]).concat(field?.type);
+    if (typeof text !== 'string' || !types.includes('boolean')) continue;
+    const word = text.trim().toLowerCase();
+    if (word === '') delete fields[name];
+    else if (trueWords.has(word)) fields[name] = true;
+    else if (falseWords.has(word)) fields[name] = false;
+  }
+}
+
 /** Validates (and for coerced sources, converts in place) one part of a request; throws a 400 AppError. */
 export function validate<T>(where: 'body' | 'query' | 'path' | 'form', schema: JsonSchema, value: unknown, coerce: boolean): T {
   const withNul = nulPaths(value, where);
@@ -102,6 +124,7 @@ export function validate<T>(where: 'body' | 'query' | 'path' | 'form', schema: J
     const fieldErrors = Object.fromEntries(withNul.map((f) => [f.slice(where.length + 1) || where, ['must not contain NUL characters']]));
     throw badRequest(withNul.map((f) => `${f} must not contain NUL characters`).join('; '), { fieldErrors });
   }
+  if (coerce) readTextBooleans(schema, value);
   const fn = validatorFor(schema, coerce);
   if (!fn(value)) throw invalid(where, fn.errors ?? []);
   return value as T;

@@ -218,6 +218,19 @@ describe('bad input', function () {
       await rejectedUpload(() => upload({ type: 'file', folder, use_original_as_rewritten: 'perhaps', file: textFile('a.txt') }), 400, /use_original_as_rewritten/);
     });
 
+    it("a document's flags take the words Python's and HTML's clients send (True, 1, on / False, 0, off; empty: the default)", async () => {
+      const flags = async (auto_rewrite: string, use_original_as_rewritten: string) => {
+        const res = await upload({ type: 'file', folder, auto_rewrite, use_original_as_rewritten, file: textFile(`${unique('flags')}.txt`) });
+        assert.equal(res.status, 201, JSON.stringify(res.body));
+        const row = await api.deps.db.document.findUniqueOrThrow({ where: { id: res.body.id } });
+        return [row.autoRewrite, row.useOriginalAsRewritten];
+      };
+      assert.deepEqual(await flags('True', 'false'), [true, false]);
+      assert.deepEqual(await flags(' on', '1'), [true, true]);
+      assert.deepEqual(await flags('NO', 'Yes'), [false, true]);
+      assert.deepEqual(await flags('', '0'), [false, false]);
+    });
+
     it('a folder with model_tier=premium or type=shared is 400', async () => {
       const before = await folderNames();
       assertRejected(await http('POST', `/api/folders/${owner.name}/${kb}`, { key: owner.key, form: { name: unique('f'), model_tier: 'premium' } }), 400, /model_tier/);
