@@ -165,6 +165,14 @@ describe('document content (spec 4.4)', function () {
     r = await getContent(k, plain, 'rewritten', 'markdown');
     assert.equal(r.status, 400);
     assert.match(r.body.detail, /not been rewritten/);
+    // A draft without a successful rewrite (a rejected rewrite's output): raw, never rendered.
+    await system.api.deps.storage.write(documentFiles.rewrittenDraft(plain), messyMarkdown);
+    await db().document.update({ where: { id: plain }, data: { fileRewrittenDraft: 'rewritten_draft.md' } });
+    r = await getContent(k, plain, 'draft', 'raw');
+    assert.deepEqual(r.body, { content: messyMarkdown, format: 'raw' });
+    r = await getContent(k, plain, 'draft', 'markdown');
+    assert.equal(r.status, 400);
+    assert.match(r.body.detail, /has not been rewritten successfully yet; read its draft with format=raw/);
 
     const pdf = await pdfDocument(k);
     r = await getContent(k, pdf.id, 'original');

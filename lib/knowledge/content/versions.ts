@@ -104,6 +104,11 @@ export async function readContent(deps: Pick<ContentDeps, 'db' | 'storage'>, par
     if (rendersMarkdown) throw badRequest(`format=markdown needs ${versionLabel[type]} content, and document ${document.id} has not been rewritten yet`);
     throw missingVersion(document, type);
   }
+  // Spec: markdown is refused for a draft "not yet successfully rewritten" (a rejected rewrite's
+  // output, kept for inspection); its raw text is still there.
+  if (rendersMarkdown && type === 'draft' && !(await existingVersion(deps.storage, document, 'rewritten'))) {
+    throw badRequest(`format=markdown needs a successful rewrite, and document ${document.id} has not been rewritten successfully yet; read its draft with format=raw`);
+  }
   if (type === 'original' && !isTextOriginal(document)) throw badRequest('original is binary; use download');
   const content = decodeUtf8(await deps.storage.read(key));
   if (content === null) {
