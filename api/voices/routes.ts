@@ -179,8 +179,8 @@ export function voiceRoutes(deps: ApiDeps): RouteDefinition[] {
     }),
     defineRoute<VoiceParams, unknown, { sample_index: string }>({
       method: 'put', path: '/api/voices/{partner}/{voice}/preferred-sample', access, queryKey, summary: 'Set (or clear) the preferred sample',
-      description: 'Form `sample_index`: an index of one of the voice\'s samples, or empty to clear. Answers the voice. The preferred sample is the reference of the next embedding\'s test samples.',
-      params: s.voiceParams, query, body: { type: 'form', schema: s.preferredSampleForm },
+      description: 'Form `sample_index`: an index of one of the voice\'s samples, or empty (or left out, or no body) to clear. Answers the voice. The preferred sample is the reference of the next embedding\'s test samples.',
+      params: s.voiceParams, query, body: { type: 'form', schema: s.preferredSampleForm, allowEmptyBody: true },
       responses: { 200: detail, ...s.voiceErrors },
       handler: async ({ params, body, req }) => answer(await setPreferredSample(deps, params.partner, params.voice, body.sample_index), req),
     }),

@@ -75,8 +75,9 @@ export const embedForm: JsonSchema = { type: 'object', additionalProperties: fal
 export const preferredSampleForm: JsonSchema = {
   type: 'object',
   additionalProperties: false,
-  required: ['sample_index'],
-  properties: { sample_index: { type: 'string', pattern: describedPattern('^\\s*(\\d{1,9})?\\s*$', 'must be a sample index (a whole number), or empty to clear it'), description: 'A sample index, or empty to clear the preferred sample' } },
+  // Left out (or no body at all, which is what Python's requests sends for `{'sample_index': None}`)
+  // clears it, like an empty value.
+  properties: { sample_index: { type: 'string', default: '', pattern: describedPattern('^\\s*(\\d{1,9})?\\s*$', 'must be a sample index (a whole number), or empty to clear it'), description: 'A sample index, or empty (or left out) to clear the preferred sample' } },
 };
 
 export const detailError: JsonSchema = { type: 'object', required: ['detail'], properties: { detail: { type: 'string' } } };

@@ -169,6 +169,13 @@ describe('voices: recordings, samples, embeddings (local engines)', function () 
       const cleared = await http('PUT', `${voicePath(partner.name, name)}/preferred-sample`, { key: partner.key, form: { sample_index: '' } });
       assert.equal(cleared.status, 200);
       assert.equal(cleared.body.preferred_sample_index, null);
+      // Left out, or no body at all (Python's requests with `{'sample_index': None}`): cleared too.
+      for (const call of [{ form: {} }, {}]) {
+        await http('PUT', `${voicePath(partner.name, name)}/preferred-sample`, { key: partner.key, form: { sample_index: '1' } });
+        const res = await http('PUT', `${voicePath(partner.name, name)}/preferred-sample`, { key: partner.key, ...call });
+        assert.equal(res.status, 200, JSON.stringify(res.body));
+        assert.equal(res.body.preferred_sample_index, null);
+      }
     });
 
     it('deleting a sample keeps the other indexes; the deleted preferred sample is cleared with its score', async () => {
