@@ -3,16 +3,17 @@ import { AppError } from '../../lib/platform/errors.js';
 import { secretsEqual } from '../../lib/platform/api-keys.js';
 
 /**
- * The key a request presents, in `X-API-Key` or as `Authorization: Bearer <key>` (every interface
- * accepts both; other Authorization schemes are not keys), and, for routes that name one (the
- * voice interface's `api_key`), in a query parameter. A request that sends two different keys is
- * refused rather than have one silently win: which one was meant cannot be known.
+ * The key a request presents, in `X-API-Key` or in `Authorization` (every interface accepts both),
+ * and, for routes that name one (the voice interface's `api_key`), in a query parameter. In
+ * `Authorization` it is `Bearer <key>` or the bare key, as AssemblyAI's clients send it; other
+ * schemes (`Basic ...`) are not keys. A request that sends two different keys is refused rather
+ * than have one silently win: which one was meant cannot be known.
  */
 export function presentedKey(req: Request, queryParameter?: string): string | null {
   const header = req.get('x-api-key')?.trim() || null;
-  const bearer = /^bearer\s+(\S+)\s*$/i.exec(req.get('authorization') ?? '')?.[1] ?? null;
+  const bearer = /^(?:bearer\s+)?(\S+)\s*$/i.exec(req.get('authorization')?.trim() ?? '')?.[1] ?? null;
   if (header && bearer && header !== bearer) {
-    throw new AppError('invalid_api_key', 'two different keys were sent (X-API-Key and Authorization: Bearer); send one');
+    throw new AppError('invalid_api_key', 'two different keys were sent (X-API-Key and Authorization); send one');
   }
   const query = queryParameter ? queryKey(req, queryParameter) : null;
   const sent = header ?? bearer;

@@ -618,7 +618,12 @@ describe('API authentication and authorization', function () {
     it('rejects an unknown Bearer key and other authorization schemes with 401', async () => {
       assertDetail(await http('GET', '/api/auth/me', bearer(badKey())), 401);
       assertDetail(await http('GET', '/api/auth/me', { headers: { Authorization: `Basic ${Buffer.from(`x:${owner.key}`).toString('base64')}` } }), 401);
-      assertDetail(await http('GET', '/api/auth/me', { headers: { Authorization: owner.key } }), 401);
+    });
+
+    it("takes the bare key in Authorization too (AssemblyAI's clients send it so), and refuses a bare unknown one", async () => {
+      assert.deepEqual((await http('GET', '/api/auth/me', { headers: { Authorization: owner.key } })).body, { partner: owner.name, isAdmin: false });
+      assertDetail(await http('GET', '/api/auth/me', { headers: { Authorization: badKey() } }), 401);
+      assertDetail(await http('GET', '/api/auth/me', { key: owner.key, headers: { Authorization: admin } }), 401);
     });
 
     it('takes the same key in both headers, and refuses two different keys with 401 whichever is valid', async () => {
