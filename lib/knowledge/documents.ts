@@ -321,11 +321,20 @@ function checkDocumentUrl(value: string, subject: string): void {
 }
 
 /** The row of a URL document (named after the URL until the page's title is known), or why it is refused. */
+/**
+ * A video URL's id, and the refusal it meets where the partner may not have audio and video
+ * (allow_audio_video=false): thrown now, and handed to the insert, which checks the flag again.
+ */
+function videoOf(partner: { allowAudioVideo: boolean }, url: string) {
+  const videoId = youTubeVideoId(url);
+  const audioVideo = videoId ? new AppError('forbidden', `video URLs are not enabled for this partner (${url})`) : null;
+  if (audioVideo && !partner.allowAudioVideo) throw audioVideo;
+  return { videoId, audioVideo };
+}
+
 function urlDocumentRow(dest: Destination, input: Omit<CreateDocumentInput, 'type'> & { url: string }): BatchItem {
   checkDocumentUrl(input.url, JSON.stringify(input.url));
-  const videoId = youTubeVideoId(input.url);
-  const audioVideo = videoId ? new AppError('forbidden', `video URLs are not enabled for this partner (${input.url})`) : null;
-  if (audioVideo && !dest.partner.allowAudioVideo) throw audioVideo;
+  const { videoId, audioVideo } = videoOf(dest.partner, input.url);
   const created = newDocumentRow(dest, input, {
     name: input.name?.trim() || input.url,
     nameFromSource: !input.name?.trim(),
@@ -379,10 +388,10 @@ export async function createDocumentsFromUrls(deps: DocumentDeps, partner: strin
 
 /** Rename, change type or change URL: small edits of a document's metadata. */
 export async function updateDocumentFields(db: Db, partner: string, kb: string, documentId: string, change: { name?: string; type?: 'file' | 'url'; url?: string }) {
-  const { document } = await findDocument(db, partner, kb, documentId);
+  const { document, partner: owner } = await findDocument(db, partner, kb, documentId);
   if (document.deletionRequestedAt) throw new AppError('conflict', 'the document is being deleted');
   if (change.url !== undefined) checkDocumentUrl(change.url, 'url');
-  const videoId = change.url !== undefined ? { videoId: youTubeVideoId(change.url) } : {};
+  const videoId = change.url !== undefined ? { videoId: videoOf(owner, change.url).videoId } : {};
   return db.document.update({ where: { id: documentId }, data: { ...change, ...videoId }, include: { folder: true } });
 }
 
@@ -393,6 +402,7 @@ export async function createEmptyDocument(db: Db, partner: string, kbName: strin
     checkDocumentUrl(input.url, 'form.url');
   }
   const dest = await liveDestination(db, partner, kbName, input.folder);
+  const { videoId, audioVideo } = input.type === 'url' ? videoOf(dest.partner, input.url!) : { videoId: null, audioVideo: null };
   return insertDocument(db, dest, {
     id: crypto.randomUUID(),
     knowledgeBaseId: dest.kb.id,
@@ -400,6 +410,6 @@ export async function createEmptyDocument(db: Db, partner: string, kbName: strin
     name: input.name,
     type: input.type,
     url: input.type === 'url' ? input.url! : null,
-    videoId: input.type === 'url' ? youTubeVideoId(input.url!) : null,
-  }, null);
+    videoId,
+  }, audioVideo);
 }

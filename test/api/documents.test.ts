@@ -256,5 +256,16 @@ describe('document endpoints (spec 4.3)', function () {
     assert.equal(res.status, 403, JSON.stringify(res.body));
     assert.match(res.body.detail, /video URLs are not enabled/);
     assert.equal(await system.api.deps.db.document.count({ where: { url: video, knowledgeBase: { partner: { name: partner.name } } } }), 0);
+
+    // Nor by the other ways a document gets a URL: an empty URL document, or a URL changed later.
+    const empty = await http('POST', `/api/documents/${partner.name}/${kb}/empty`, { key: partner.key, form: { name: 'clip', folder, type: 'url', url: video } });
+    assert.equal(empty.status, 403, JSON.stringify(empty.body));
+    assert.match(empty.body.detail, /video URLs are not enabled/);
+    const page = await http('POST', `/api/documents/${partner.name}/${kb}/empty`, { key: partner.key, form: { name: 'page', folder, type: 'url', url: 'https://example.org/tides' } });
+    assert.equal(page.status, 201, JSON.stringify(page.body));
+    const moved = await http('PUT', `/api/documents/${partner.name}/${kb}/${page.body.id}/url`, { key: partner.key, form: { url: video } });
+    assert.equal(moved.status, 403, JSON.stringify(moved.body));
+    assert.equal((await system.api.deps.db.document.findUniqueOrThrow({ where: { id: page.body.id } })).url, 'https://example.org/tides', 'unchanged');
+    assert.equal(await system.api.deps.db.document.count({ where: { url: video, knowledgeBase: { partner: { name: partner.name } } } }), 0);
   });
 });
