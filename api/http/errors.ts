@@ -11,7 +11,8 @@ import { closeAfterAnswer } from './request-limits.js';
  * - `messaging`: v3 and legacy v2 completions, `{detail: {code, message, context: {request_id, endpoint}}}`,
  *   plus the same as OpenAI's `error` object (`{message, type, code, param}`) for the OpenAI clients.
  * - `transcription`, `speech`, `dialog`: the /v2 job and speech interfaces. An invalid request is
- *   422 `{message, errors: {<field>: [<message>]}}` in all three; other errors are `{error}`
+ *   422 `{message, errors: {<field>: [<message>]}}` in all three (transcription adds the message as
+ *   `error`, which AssemblyAI's clients read); other errors are `{error}`
  *   (transcription), `{error, code?}` (speech: `code` when the error names one, e.g.
  *   QUOTA_EXHAUSTED) or `{message}` (dialog analysis).
  * A 429 or 503 carries `Retry-After` (seconds) in every style when the error knows when to come
@@ -75,7 +76,10 @@ function openAiError(err: AppError) {
 
 /** The error body of an interface's style (also the rate limiter's, which answers before any route). */
 export function errorBody(style: ErrorStyle, err: AppError, requestId: string, endpoint: string): unknown {
-  if (answersInvalidWith422.has(style) && statusIn(style, err) === 422) return { message: err.message, errors: fieldErrors(err) };
+  if (answersInvalidWith422.has(style) && statusIn(style, err) === 422) {
+    // AssemblyAI's clients show a failed request's `error`: the transcription interface repeats the message there.
+    return style === 'transcription' ? { message: err.message, errors: fieldErrors(err), error: err.message } : { message: err.message, errors: fieldErrors(err) };
+  }
   switch (style) {
     case 'messaging':
       return { error: openAiError(err), detail: { code: err.code, message: err.message, context: { request_id: requestId, endpoint } } };

@@ -13,8 +13,8 @@ export function transcriptionRoutes(deps: ApiDeps): RouteDefinition[] {
       access: 'authenticated',
       summary: 'Submit audio for transcription',
       description:
-        'JSON `{audio_url, ...}` or multipart with the file in `audio` (never both). Answers `{id: "/v2/transcript/<id>", status: "queued"}`; the transcript is made by the workflow `transcript-<id>`. The partner\'s rate and concurrency limits are checked before the body is read (429 with `Retry-After`).',
-      body: { type: 'json-or-form', schema: transcriptBody, files: [{ name: 'audio', maxCount: 1 }], maxFileBytes: maxTranscriptUploadBytes, arrayFields: ['boosted_words'] },
+        'JSON `{audio_url, ...}` or multipart with the file in `audio` (never both). Answers `{id: "/v2/transcript/<id>", status: "queued"}` (plus the `audio_url` of a URL submission); the transcript is made by the workflow `transcript-<id>`. The partner\'s rate and concurrency limits are checked before the body is read (429 with `Retry-After`).',
+      body: { type: 'json-or-form', schema: transcriptBody, files: [{ name: 'audio', maxCount: 1 }], maxFileBytes: maxTranscriptUploadBytes, arrayFields: ['boosted_words', 'word_boost'] },
       preflight: ({ principal }) => admitTranscript(deps, principal),
       responses: { 200: { description: 'Queued', schema: transcriptObject }, ...transcriptionErrors },
       handler: async ({ body, files, principal, req }) => {
@@ -28,15 +28,20 @@ export function transcriptionRoutes(deps: ApiDeps): RouteDefinition[] {
         };
       },
     }),
-    defineRoute<{ id: string }>({
-      method: 'get',
-      path: '/v2/transcript/{id}',
-      access: 'authenticated',
-      summary: 'Poll a transcript',
-      description: '`{id, status}` while `queued` or `processing`; `text` and `audio_duration` (integer seconds) are added when `completed`, `error` when `error`.',
-      params: transcriptIdParams,
-      responses: { 200: { description: 'The transcript', schema: transcriptObject }, ...transcriptionErrors },
-      handler: async ({ params, principal }) => ({ body: await readTranscript(deps, principal as Principal, params.id) }),
-    }),
+    ...['/v2/transcript/{id}', '/v2/transcript//v2/transcript/{id}'].map((path, i) =>
+      defineRoute<{ id: string }>({
+        method: 'get',
+        path,
+        access: 'authenticated',
+        summary: i === 0 ? 'Poll a transcript' : "Poll a transcript (the path AssemblyAI's clients make of the id)",
+        description:
+          i === 0
+            ? '`{id, status}` (plus the `audio_url` of a URL submission) while `queued` or `processing`; `text` and `audio_duration` (integer seconds) are added when `completed`, `error` when `error`.'
+            : "AssemblyAI's clients append the id to `/v2/transcript/`, and the id is itself that path: the same answer as `GET /v2/transcript/{id}`.",
+        params: transcriptIdParams,
+        responses: { 200: { description: 'The transcript', schema: transcriptObject }, ...transcriptionErrors },
+        handler: async ({ params, principal }) => ({ body: await readTranscript(deps, principal as Principal, params.id) }),
+      }),
+    ),
   ];
 }

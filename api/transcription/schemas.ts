@@ -9,17 +9,20 @@ export const transcriptBody: JsonSchema = {
     audio_url: { type: 'string', format: 'uri', maxLength: 2048, description: 'http(s) URL of the audio; required unless `audio` is uploaded' },
     audio: { description: 'The audio file (multipart only; at most 100 MB; mp3, wav, ogg, flac, m4a, mp4, webm); required unless `audio_url` is given' },
     language_code: { type: 'string', enum: [...transcriptLanguageCodes], default: 'en_us' },
-    language_auto: { type: 'boolean', default: false, description: 'The engine identifies the language (language_code is then ignored)' },
-    filler_words: { type: 'boolean', default: false, description: 'Keep hesitations (uh, um, ...)' },
+    language_auto: { type: 'boolean', description: 'The engine identifies the language (language_code is then ignored); default false' },
+    filler_words: { type: 'boolean', description: 'Keep hesitations (uh, um, ...); default false' },
     format_text: { type: 'boolean', default: true, description: 'Capitals and sentence punctuation' },
-    boosted_words: {
-      type: 'array',
-      maxItems: 100,
-      items: { type: 'string', minLength: 1, maxLength: 100 },
-      description: 'Terms to recognise more readily (at most 100, each 1-100 characters); in multipart, repeat the field `boosted_words[]`',
-    },
+    boosted_words: boostedWords('Terms to recognise more readily (at most 100, each 1-100 characters); in multipart, repeat the field `boosted_words[]`'),
+    // AssemblyAI's names for the same options, which its official clients send.
+    language_detection: { type: 'boolean', description: 'AssemblyAI\'s name for `language_auto` (send one of the two)' },
+    disfluencies: { type: 'boolean', description: 'AssemblyAI\'s name for `filler_words` (send one of the two)' },
+    word_boost: boostedWords('AssemblyAI\'s name for `boosted_words` (send one of the two)'),
   },
 };
+
+function boostedWords(description: string): JsonSchema {
+  return { type: 'array', maxItems: 100, items: { type: 'string', minLength: 1, maxLength: 100 }, description };
+}
 
 export const transcriptIdParams: JsonSchema = { type: 'object', properties: { id: { type: 'string', maxLength: 100 } } };
 
@@ -35,6 +38,7 @@ export const transcriptObject: JsonSchema = {
   required: ['id', 'status'],
   properties: {
     id: { type: 'string', description: '/v2/transcript/<id>' },
+    audio_url: { type: 'string', description: 'The submitted audio_url, when the audio was given by URL (AssemblyAI\'s Python client requires it)' },
     status: { type: 'string', enum: ['queued', 'processing', 'completed', 'error'] },
     text: { type: 'string', description: 'present when completed' },
     audio_duration: { type: 'integer', description: 'seconds, present when completed' },

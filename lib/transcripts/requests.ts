@@ -25,10 +25,20 @@ export interface TranscriptRequestBody {
   /** Present only when a client sent `audio` as a JSON member or a text field, which is refused. */
   audio?: unknown;
   language_code: string;
-  language_auto: boolean;
-  filler_words: boolean;
+  language_auto?: boolean;
+  filler_words?: boolean;
   format_text: boolean;
   boosted_words?: string[];
+  /** AssemblyAI's names of language_auto, filler_words and boosted_words. */
+  language_detection?: boolean;
+  disfluencies?: boolean;
+  word_boost?: string[];
+}
+
+/** An option sent under our name or AssemblyAI's (not both), or its default. */
+function option<K extends keyof TranscriptRequestBody, A extends keyof TranscriptRequestBody>(body: TranscriptRequestBody, ours: K, theirs: A, fallback: NonNullable<TranscriptRequestBody[K]>) {
+  if (body[ours] !== undefined && body[theirs] !== undefined) throw invalid(theirs, `is AssemblyAI's name for ${ours}: send one of the two`);
+  return (body[ours] ?? body[theirs] ?? fallback) as NonNullable<TranscriptRequestBody[K]>;
 }
 
 export interface TranscriptUpload {
@@ -151,7 +161,7 @@ export interface SubmitRequest {
  * preflight check may race) and the row, the upload moved into storage, the workflow started.
  * A start that fails leaves nothing behind (503).
  */
-export async function submitTranscript(deps: TranscriptApiDeps, principal: Principal, req: SubmitRequest): Promise<{ id: string; status: 'queued' }> {
+export async function submitTranscript(deps: TranscriptApiDeps, principal: Principal, req: SubmitRequest): Promise<{ id: string; status: 'queued'; audio_url?: string }> {
   const { body, upload } = req;
   if (body.audio !== undefined) throw invalid('audio', req.json ? 'upload the audio as a multipart file (field audio), or send audio_url' : 'must be a file, not a text field');
   if (body.audio_url && upload) throw invalid('audio', 'send audio_url or an audio file, not both');
@@ -161,7 +171,9 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
     });
   }
   if (body.audio_url && !/^https?:\/\//i.test(body.audio_url)) throw invalid('audio_url', 'must be an http or https URL');
-  const boostedWords = cleanBoostedWords(body.boosted_words);
+  const boostedWords = cleanBoostedWords(option(body, 'boosted_words', 'word_boost', []));
+  const languageAuto = option(body, 'language_auto', 'language_detection', false);
+  const fillerWords = option(body, 'filler_words', 'disfluencies', false);
   const kind = upload ? await checkUpload(upload) : null;
 
   const id = crypto.randomUUID();
@@ -184,8 +196,8 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
         uploadedName: upload?.originalName ?? null,
         audioKind: kind,
         languageCode: body.language_code,
-        languageAuto: body.language_auto,
-        fillerWords: body.filler_words,
+        languageAuto,
+        fillerWords,
         formatText: body.format_text,
         boostedWords,
       },
@@ -215,8 +227,11 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
     await deps.storage.removePrefix(transcriptFiles.prefix(id));
     throw new AppError('unavailable', `the transcript could not be queued, nothing was kept; retry later (${(err as Error).message})`);
   }
-  return { id: `/v2/transcript/${id}`, status: 'queued' };
+  return { id: `/v2/transcript/${id}`, status: 'queued', ...audioUrlOf(body.audio_url ?? null) };
 }
+
+/** A URL submission's answers repeat its `audio_url`, which AssemblyAI's Python client requires; an upload's have none. */
+const audioUrlOf = (audioUrl: string | null) => (audioUrl ? { audio_url: audioUrl } : {});
 
 const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -229,7 +244,7 @@ export async function readTranscript(deps: TranscriptApiDeps, principal: Princip
   const row = uuid.test(id) ? await deps.db.transcript.findUnique({ where: { id: id.toLowerCase() } }) : null;
   const visible = row && (principal.isAdmin || row.partnerId === principal.partnerId) && !(row.expiresAt && row.expiresAt <= new Date());
   if (!row || !visible) throw notFound('transcript not found');
-  const base = { id: `/v2/transcript/${row.id}`, status: row.status };
+  const base = { id: `/v2/transcript/${row.id}`, status: row.status, ...audioUrlOf(row.audioUrl) };
   if (row.status === 'completed') return { ...base, text: row.text ?? '', audio_duration: row.audioDurationSeconds ?? 0 };
   if (row.status === 'error') return { ...base, error: row.error ?? 'transcription failed' };
   return base;

@@ -299,7 +299,9 @@ describe('request limits while the body streams', function () {
       },
     });
     assert.equal(res.status, 422, JSON.stringify(res.body));
-    assert.deepEqual(Object.keys(res.body).sort(), ['errors', 'message']);
+    // The message is repeated as `error`, which AssemblyAI's clients show.
+    assert.deepEqual(Object.keys(res.body).sort(), ['error', 'errors', 'message']);
+    assert.equal(res.body.error, res.body.message);
     assert.match(res.body.errors.audio_url[0], /is longer than/);
     assert.equal(await api.deps.db.transcript.count({ where: { partner: { name: p.name } } }), 0);
   });
@@ -313,7 +315,9 @@ describe('request limits while the body streams', function () {
       },
     });
     assert.equal(res.status, 422, JSON.stringify(res.body));
-    assert.deepEqual(Object.keys(res.body).sort(), ['errors', 'message']);
+    // The message is repeated as `error`, which AssemblyAI's clients show.
+    assert.deepEqual(Object.keys(res.body).sort(), ['error', 'errors', 'message']);
+    assert.equal(res.body.error, res.body.message);
     assert.match(res.body.errors.audio[0], /larger than the upload limit of this endpoint/);
     assert.equal(res.headers.connection, 'close');
     assert.equal(await api.deps.db.transcript.count({ where: { partner: { name: p.name } } }), 0);

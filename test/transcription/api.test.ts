@@ -58,11 +58,13 @@ describe('transcription: /v2/transcript with the local engine', function () {
       const r = await poll(res.body.id);
       observed.push(r.body.status);
       if (r.body.status === 'completed' || r.body.status === 'error') return r;
-      assert.deepEqual(Object.keys(r.body).sort(), ['id', 'status']);
+      // A URL submission's answers repeat its audio_url (AssemblyAI's Python client requires it).
+      assert.deepEqual(Object.keys(r.body).sort(), ['audio_url', 'id', 'status']);
       return null;
     }, 240_000);
     assert.equal(done.body.status, 'completed', JSON.stringify(done.body));
-    assert.deepEqual(Object.keys(done.body).sort(), ['audio_duration', 'id', 'status', 'text']);
+    assert.deepEqual(Object.keys(done.body).sort(), ['audio_duration', 'audio_url', 'id', 'status', 'text']);
+    assert.equal(done.body.audio_url, res.body.audio_url);
     assert.equal(done.body.audio_duration, Math.round((await probe(recording)).duration));
     const rate = wer(passage.join(' '), done.body.text);
     assert.ok(rate <= 0.3, `WER ${rate.toFixed(2)}: ${done.body.text}`);
