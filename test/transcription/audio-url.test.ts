@@ -102,7 +102,8 @@ describe('transcription: audio_url that cannot be used', function () {
   async function endsInError(url: string, message: RegExp) {
     const t = await transcriptOf(url);
     assert.equal(t.status, 'error', JSON.stringify(t));
-    assert.deepEqual(Object.keys(t).filter((k) => k !== 'uuid').sort(), ['error', 'id', 'status']);
+    assert.deepEqual(Object.keys(t).filter((k) => k !== 'uuid').sort(), ['audio_url', 'error', 'id', 'status']);
+    assert.equal(t.audio_url, url);
     assert.match(t.error, message);
     assert.equal(storedAudio(t.uuid), false, 'no audio is kept');
     return t;
