@@ -43,7 +43,7 @@ export async function retrieveKnowledge(
   const k = character.knowledge!;
   // A turn without text (a tool's output sent back, an image alone) has nothing to search for.
   if (query.trim() === '') return { query, sources: [], context: null };
-  const found = await ragSearch(deps, { partner: k.partner, kb: k.kb, user_message: query.slice(0, 20_000) }, false);
+  const found = await ragSearch(deps, { partner: k.partner, kb: k.kb, user_message: query.slice(0, 20_000) }, false, k.knowledgeBaseId);
   const hits = found.combined_results.slice(0, k.maxResults);
   const sources = hits.map((h) => ({
     file_id: h.document_id,

@@ -157,9 +157,12 @@ const COLLECTION_PATTERN = /^(?:Chunk_\w+|KnowledgeChunk)$/;
 /**
  * POST /api/rag-test/search. Partner keys get the default retrieval shape and a response without
  * internal routing or identifiers (chunk object IDs, Weaviate class, KB UUID, profile); the
- * administrator sees everything and may point the search at another class.
+ * administrator sees everything and may point the search at another class. `resolvedKbId`: the
+ * knowledge base a caller has already looked up and checked (a messaging character's, by the
+ * key's partner id), searched as it is rather than looked up by name again, which a partner
+ * renamed meanwhile (and another given its old name) would answer with another partner's.
  */
-export async function ragSearch(deps: RagDeps, req: RagSearchRequest, isAdmin: boolean) {
+export async function ragSearch(deps: RagDeps, req: RagSearchRequest, isAdmin: boolean, resolvedKbId?: string) {
   if (!isAdmin) {
     for (const field of adminOnly) if (req[field] !== undefined) throw forbidden(`${field} needs the administrator key`);
     for (const [field, value] of defaultsOnlyForPartners) {
@@ -176,8 +179,8 @@ export async function ragSearch(deps: RagDeps, req: RagSearchRequest, isAdmin: b
   const query = [req.user_message, req.robot_message].filter(Boolean).join('\n');
   // A blank query would still be embedded (and charged) and answer with arbitrary chunks.
   if (isBlank(query)) throw badRequest('user_message must contain text, not only whitespace', { fieldErrors: { user_message: ['must contain text, not only whitespace'] } });
-  const { kb } = await findKnowledgeBase(deps.db, req.partner, req.kb);
-  const { settings, languages, outcome, denseSkipped } = await runSearch(deps, kb.id, query, {
+  const kbId = resolvedKbId ?? (await findKnowledgeBase(deps.db, req.partner, req.kb)).kb.id;
+  const { settings, languages, outcome, denseSkipped } = await runSearch(deps, kbId, query, {
     topK: req.top_k,
     searchMultiplier: req.search_multiplier,
     rrfK: req.rrf_k,
@@ -187,7 +190,7 @@ export async function ragSearch(deps: RagDeps, req: RagSearchRequest, isAdmin: b
     characterReplacementName: req.character_replacement_name ?? null,
     className: override,
   });
-  const reranked: RerankOutcome | null = reranker && req.rerank !== false ? await rerankStage(deps, reranker, kb.id, query, outcome.ranked, settings.topK) : null;
+  const reranked: RerankOutcome | null = reranker && req.rerank !== false ? await rerankStage(deps, reranker, kbId, query, outcome.ranked, settings.topK) : null;
   const final = reranked ? reranked.ranked : outcome.combined.map((h, i) => ({ ...h, fusedRank: i + 1 }));
 
   const streamItem = (h: SearchHit, i: number) => ({
@@ -239,7 +242,7 @@ export async function ragSearch(deps: RagDeps, req: RagSearchRequest, isAdmin: b
         ? {
             collection: outcome.className,
             collection_overridden: override !== undefined,
-            knowledge_base_id: kb.id,
+            knowledge_base_id: kbId,
             embedding_profile: deps.embedder.profile.name,
             default_collection: chunkClassFor(deps.embedder.profile.name),
           }

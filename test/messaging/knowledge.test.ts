@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import type OpenAI from 'openai';
 import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { chatCompletion, startOpenAiUpstream, type OpenAiUpstream, type UpstreamCall } from '../support/openai-upstream.js';
-import { newKnowledgeBase } from '../support/fixtures.js';
+import { newKnowledgeBase, unique } from '../support/fixtures.js';
+import { testStack } from '../support/stack.js';
 import { freePort } from '../../scripts/stack.js';
 import { collect, newQuotaKey, responseEvents, responseObject, v3Client } from './support.js';
 
@@ -234,6 +235,46 @@ describe('messaging v3: knowledge context and visibility items', function () {
       assert.equal(upstream.calls.length, before);
     } finally {
       upstream.respond(responder);
+    }
+  });
+
+  it("a character searches the knowledge base its key was checked against, while a renamed partner's old name belongs to another", async () => {
+    // Keys stay cached for an hour here, so the rename is not noticed by this API process.
+    const cached = await startApi({ OPENAI_BASE_URL: upstream.baseUrl, MESSAGING_KEY_CACHE_SECONDS: '3600' });
+    try {
+      const http = client(cached.url);
+      const admin = testStack().adminApiKey;
+      const embedded = async (http: ReturnType<typeof client>, partner: { name: string; key: string }, kb: string, folder: string, name: string, content: string) => {
+        const create = () => http('POST', `/api/documents/${partner.name}/${kb}`, { key: partner.key, form: { type: 'file', folder, use_original_as_rewritten: 'true', file: { name, content, type: 'text/markdown' } } });
+        let created = await create();
+        // A folder looked up under the partner's old name a moment ago: 409, "send the request again".
+        if (created.status === 409) created = await create();
+        assert.equal(created.status, 201, JSON.stringify(created.body));
+        await eventually(`${name} to be embedded`, async () => (await http('GET', `/api/document/${partner.name}/${kb}/${created.body.id}`, { key: partner.key })).body.embedding_status === 'success', 120_000);
+      };
+      const { partner, kb, folder } = await newKnowledgeBase(http);
+      await embedded(http, partner, kb, folder, 'tides.md', '# Tides\n\nThe harbour tide tables are printed every Monday by the harbour office.\n');
+      const quota = await newQuotaKey(http, { partner: partner.name });
+      const ask = async () => {
+        const r: any = await v3Client(cached.url, quota.key).responses.create({ model: 'm', input: 'When are the harbour tide tables printed?', metadata: { service: { character: { name: 'Clerk', knowledge_base: { partner: partner.name, kb } } } } } as any);
+        return (r.output[1].results as Array<{ filename: string }>).map((x) => x.filename);
+      };
+      assert.deepEqual(await ask(), ['tides.md']);
+
+      // Through another API process, the administrator renames the partner and gives its old name
+      // to a new one with a KB of the same name.
+      const elsewhere = client(api.url);
+      assert.equal((await elsewhere('PUT', `/api/partners/${partner.name}`, { key: admin, form: { new_name: unique('renamed') } })).status, 200);
+      const taken = await elsewhere('POST', `/api/partners/${partner.name}`, { key: admin, form: {} });
+      assert.equal(taken.status, 201, JSON.stringify(taken.body));
+      const other = { name: partner.name, key: taken.body.api_key as string };
+      assert.equal((await elsewhere('POST', `/api/knowledgebases/${other.name}`, { key: other.key, form: { name: kb } })).status, 201);
+      assert.equal((await elsewhere('POST', `/api/folders/${other.name}/${kb}`, { key: other.key, form: { name: folder } })).status, 201);
+      await embedded(elsewhere, other, kb, folder, 'ledger.md', '# Ledger\n\nThe harbour tide tables of the new partner are printed on Fridays.\n');
+
+      assert.deepEqual(await ask(), ['tides.md'], "never the other partner's document");
+    } finally {
+      await cached.close();
     }
   });
 
