@@ -320,7 +320,6 @@ function checkDocumentUrl(value: string, subject: string): void {
   if (u.username || u.password) throw badRequest(`${subject} carries a user name or password; document URLs may not`);
 }
 
-/** The row of a URL document (named after the URL until the page's title is known), or why it is refused. */
 /**
  * A video URL's id, and the refusal it meets where the partner may not have audio and video
  * (allow_audio_video=false): thrown now, and handed to the insert, which checks the flag again.
@@ -332,6 +331,7 @@ function videoOf(partner: { allowAudioVideo: boolean }, url: string) {
   return { videoId, audioVideo };
 }
 
+/** The row of a URL document (named after the URL until the page's title is known), or why it is refused. */
 function urlDocumentRow(dest: Destination, input: Omit<CreateDocumentInput, 'type'> & { url: string }): BatchItem {
   checkDocumentUrl(input.url, JSON.stringify(input.url));
   const { videoId, audioVideo } = videoOf(dest.partner, input.url);
