@@ -77,8 +77,9 @@ function openAiError(err: AppError) {
 /** The error body of an interface's style (also the rate limiter's, which answers before any route). */
 export function errorBody(style: ErrorStyle, err: AppError, requestId: string, endpoint: string): unknown {
   if (answersInvalidWith422.has(style) && statusIn(style, err) === 422) {
+    const invalid = { message: err.message, errors: fieldErrors(err) };
     // AssemblyAI's clients show a failed request's `error`: the transcription interface repeats the message there.
-    return style === 'transcription' ? { message: err.message, errors: fieldErrors(err), error: err.message } : { message: err.message, errors: fieldErrors(err) };
+    return style === 'transcription' ? { ...invalid, error: err.message } : invalid;
   }
   switch (style) {
     case 'messaging':

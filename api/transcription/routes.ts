@@ -28,20 +28,28 @@ export function transcriptionRoutes(deps: ApiDeps): RouteDefinition[] {
         };
       },
     }),
-    ...['/v2/transcript/{id}', '/v2/transcript//v2/transcript/{id}'].map((path, i) =>
-      defineRoute<{ id: string }>({
-        method: 'get',
-        path,
-        access: 'authenticated',
-        summary: i === 0 ? 'Poll a transcript' : "Poll a transcript (the path AssemblyAI's clients make of the id)",
-        description:
-          i === 0
-            ? '`{id, status}` (plus the `audio_url` of a URL submission) while `queued` or `processing`; `text` and `audio_duration` (integer seconds) are added when `completed`, `error` when `error`.'
-            : "AssemblyAI's clients append the id to `/v2/transcript/`, and the id is itself that path: the same answer as `GET /v2/transcript/{id}`.",
-        params: transcriptIdParams,
-        responses: { 200: { description: 'The transcript', schema: transcriptObject }, ...transcriptionErrors },
-        handler: async ({ params, principal }) => ({ body: await readTranscript(deps, principal as Principal, params.id) }),
-      }),
+    pollRoute(
+      '/v2/transcript/{id}',
+      'Poll a transcript',
+      '`{id, status}` (plus the `audio_url` of a URL submission) while `queued` or `processing`; `text` and `audio_duration` (integer seconds) are added when `completed`, `error` when `error`.',
+    ),
+    pollRoute(
+      '/v2/transcript//v2/transcript/{id}',
+      "Poll a transcript (the path AssemblyAI's clients make of the id)",
+      "AssemblyAI's clients append the id to `/v2/transcript/`, and the id is itself that path: the same answer as `GET /v2/transcript/{id}`.",
     ),
   ];
+
+  function pollRoute(path: string, summary: string, description: string) {
+    return defineRoute<{ id: string }>({
+      method: 'get',
+      path,
+      access: 'authenticated',
+      summary,
+      description,
+      params: transcriptIdParams,
+      responses: { 200: { description: 'The transcript', schema: transcriptObject }, ...transcriptionErrors },
+      handler: async ({ params, principal }) => ({ body: await readTranscript(deps, principal as Principal, params.id) }),
+    });
+  }
 }
