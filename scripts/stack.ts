@@ -26,6 +26,8 @@ export interface ManagedProcess {
   name: string;
   child: ChildProcess;
   logFile: string;
+  /** What this run of the process wrote to its log (the file is appended to across runs). */
+  runLog(): string;
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
@@ -84,37 +86,53 @@ export async function portOpen(port: number, host = '127.0.0.1'): Promise<boolea
   });
 }
 
-/** Thrown when a server ends before it answers; `log` holds the last lines it wrote, which say why. */
+/**
+ * Thrown when a server ends before it answers. `log` is all its run wrote; the message quotes the
+ * lines that say why (errors, the panic) and the last lines, since a Go server that fails on a
+ * taken port may log the error and then panic with a stack trace far longer than a tail.
+ */
 export class ExitedBeforeReadyError extends Error {
   constructor(
     what: string,
     readonly code: number | null,
     readonly log: string,
   ) {
-    super(`${what} exited with code ${code} before it was ready${log ? `; the end of its log:\n${log}` : ''}`);
+    const why = reasonLines(log);
+    super(`${what} exited with code ${code} before it was ready${why ? `; the end of its log:\n${why}` : ''}`);
   }
 }
 
 export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, proc?: ManagedProcess): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (proc && proc.child.exitCode !== null) throw new ExitedBeforeReadyError(what, proc.child.exitCode, logTail(proc.logFile));
+    if (proc && proc.child.exitCode !== null) throw new ExitedBeforeReadyError(what, proc.child.exitCode, proc.runLog());
     if (await check().catch(() => false)) return;
     await new Promise((r) => setTimeout(r, 250));
   }
   throw new Error(`${what} was not ready within ${timeoutMs / 1000} s`);
 }
 
-/** The last lines of a log file (those a run appended last), or '' when it cannot be read. */
-function logTail(logFile: string, lines = 20): string {
+const errorLine = /level=(?:error|fatal)|"level":"(?:error|fatal)"|^panic:|^fatal error:/i;
+
+/** The error lines of a log (at most five), then its last lines. */
+export function reasonLines(log: string, lastLines = 20): string {
+  const lines = log.trimEnd().split('\n');
+  const tailStart = Math.max(0, lines.length - lastLines);
+  const errors = lines.slice(0, tailStart).filter((line) => errorLine.test(line)).slice(0, 5);
+  return [...errors, ...(errors.length ? ['...'] : []), ...lines.slice(tailStart)].join('\n');
+}
+
+/** What a log file holds from `offset` on, its last 256 KiB at most; '' when it cannot be read. */
+function readLogFrom(logFile: string, offset: number): string {
   try {
     const size = fs.statSync(logFile).size;
+    const start = Math.max(offset, size - 262_144);
+    if (size <= start) return '';
     const fd = fs.openSync(logFile, 'r');
     try {
-      const length = Math.min(size, 16_384);
-      const buffer = Buffer.alloc(length);
-      fs.readSync(fd, buffer, 0, length, size - length);
-      return buffer.toString('utf8').trimEnd().split('\n').slice(-lines).join('\n');
+      const buffer = Buffer.alloc(size - start);
+      fs.readSync(fd, buffer, 0, buffer.length, start);
+      return buffer.toString('utf8');
     } finally {
       fs.closeSync(fd);
     }
@@ -129,7 +147,7 @@ function logTail(logFile: string, lines = 20): string {
  * in the tests) or a connection's local end may take one in between. The server then exits at once
  * saying so in its log, and `launch` runs again (three tries in all) when `mayStartAgain` agrees.
  */
-async function startAgainOnTakenPort<T>(launch: (attempt: number) => Promise<T>, mayStartAgain: (log: string) => boolean): Promise<T> {
+export async function startAgainOnTakenPort<T>(launch: (attempt: number) => Promise<T>, mayStartAgain: (log: string) => boolean): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await launch(attempt);
@@ -151,6 +169,7 @@ process.once('exit', () => {
 export function manage(name: string, command: string, args: string[], options: { env?: NodeJS.ProcessEnv; logFile: string; cwd?: string }): ManagedProcess {
   fs.mkdirSync(path.dirname(options.logFile), { recursive: true });
   const out = fs.openSync(options.logFile, 'a');
+  const logOffset = fs.fstatSync(out).size;
   const child = spawn(command, args, { env: options.env ?? process.env, cwd: options.cwd ?? repoRoot, stdio: ['ignore', out, out] });
   fs.closeSync(out);
   running.add(child);
@@ -159,6 +178,7 @@ export function manage(name: string, command: string, args: string[], options: {
     name,
     child,
     logFile: options.logFile,
+    runLog: () => readLogFrom(options.logFile, logOffset),
     async stop(signal = 'SIGTERM') {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill(signal);
