@@ -11,6 +11,7 @@ import { vendorSyncWorkflowId } from '../lib/contracts/vendor-sync.js';
 import { channelSourceWorkflowId } from '../lib/contracts/channel-source.js';
 import type { DeletionTarget } from '../lib/contracts/deletion.js';
 import { partnerVoiceFilesPrefix } from '../lib/partners/partners.js';
+import { audioUploadFiles } from '../lib/transcripts/files.js';
 import { freeDocumentCharacters } from '../lib/budget/operations.js';
 import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/knowledge/embedding-queue.js';
 import type { VendorVectorStore } from '../lib/providers/vector-store.js';
@@ -118,14 +119,16 @@ export function createDeletionActivities({ db, storage, index, temporal, vendorS
 
     /**
      * The partner's row goes with everything that hangs on it (knowledge bases, voices,
-     * transcripts, dialog analyses; a voice job still running finds its voice gone, cancels its
-     * GPU job and removes what it wrote), then the voices' files. Its documents are gone already.
+     * transcripts, dialog analyses, uploads; a voice job still running finds its voice gone, cancels
+     * its GPU job and removes what it wrote), then the voices' and the uploads' files. Its
+     * documents are gone already.
      */
     async removePartner({ partnerId }: { partnerId: string }): Promise<void> {
       const left = await db.document.count({ where: { knowledgeBase: { partnerId } } });
       if (left > 0) throw new Error(`partner ${partnerId} still has ${left} document(s)`);
       await db.partner.deleteMany({ where: { id: partnerId } });
       await storage.removePrefix(partnerVoiceFilesPrefix(partnerId));
+      await storage.removePrefix(audioUploadFiles.prefixOf(partnerId));
     },
   };
 }

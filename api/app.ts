@@ -29,7 +29,7 @@ function apiInterfaces(deps: ApiDeps): Array<ApiInterface & { errorStyle: ErrorS
     { name: 'messaging', description: 'Health checks; OpenAI-compatible v3 and legacy v2 completions', routes: messagingRoutes(deps), errorStyle: 'messaging' },
     { name: 'messaging-admin', description: 'Quota keys of the messaging interface (administrator key)', routes: quotaKeyRoutes(deps), errorStyle: 'detail' },
     { name: 'dialog-analysis', description: 'Dialog analysis: a profile and feedback from a dialog, conforming to the caller\'s JSON Schemas (v2)', routes: dialogAnalysisRoutes(deps), errorStyle: 'dialog' },
-    { name: 'transcription', description: 'Asynchronous transcription: /v2/transcript (partner or administrator key in X-Api-Key)', routes: transcriptionRoutes(deps), errorStyle: 'transcription' },
+    { name: 'transcription', description: 'Asynchronous transcription: /v2/transcript, and /v2/upload for a local file (partner or administrator key in X-Api-Key)', routes: transcriptionRoutes(deps), errorStyle: 'transcription' },
     { name: 'voices', description: 'Voices: recordings split into samples, embeddings, test samples (partner or administrator key in X-Api-Key or the api_key query parameter)', routes: voiceRoutes(deps), errorStyle: 'detail' },
     // A partner's voices can be spoken too: the voice interface's lookup of them (lib/voices).
     { name: 'speech', description: 'Text to speech for the official openai client: /v2/audio/speech (quota key)', routes: speechRoutes(deps, partnerVoiceSource(deps.db)), errorStyle: 'speech' },
@@ -51,7 +51,7 @@ const requestIdPattern = /^[\w.-]{8,128}$/;
 const pathStyles: Array<[RegExp, ErrorStyle]> = [
   [/^\/v3\//, 'messaging'],
   [/^\/v2\/completions(?:\/|$)/, 'messaging'],
-  [/^\/v2\/transcript(?:\/|$)/, 'transcription'],
+  [/^\/v2\/(?:transcript|upload)(?:\/|$)/, 'transcription'],
   [/^\/v2\/audio\//, 'speech'],
   [/^\/v2\/dialog_analyses(?:\/|$)/, 'dialog'],
 ];
@@ -61,7 +61,7 @@ const errorStyleOfPath = (path: string): ErrorStyle => pathStyles.find(([prefix]
 const pathLimits: PathLimit[] = [
   { prefix: /^\/v3\//, apiName: 'messaging', style: 'messaging' },
   { prefix: /^\/v2\/completions(?:\/|$)/, apiName: 'messaging', style: 'messaging' },
-  { prefix: /^\/v2\/transcript(?:\/|$)/, apiName: 'transcription', style: 'transcription' },
+  { prefix: /^\/v2\/(?:transcript|upload)(?:\/|$)/, apiName: 'transcription', style: 'transcription' },
   { prefix: /^\/v2\/dialog_analyses(?:\/|$)/, apiName: 'dialog-analysis', style: 'dialog' },
   { prefix: /^\/api\/voices(?:\/|$)/, apiName: 'voices', style: 'detail', queryKey: 'api_key' },
   { prefix: /^\/api\//, apiName: 'knowledge-base', style: 'detail' },

@@ -46,7 +46,7 @@ export const dialogAnalysisBody: JsonSchema = {
   },
 };
 
-export const dialogAnalysisIdParams: JsonSchema = { type: 'object', required: ['id'], properties: { id: { type: 'string', description: 'The UUID of the analysis' } } };
+export const dialogAnalysisIdParams: JsonSchema = { type: 'object', required: ['id'], properties: { id: { type: 'string', minLength: 1, description: 'The UUID of the analysis' } } };
 
 const message: JsonSchema = { type: 'object', required: ['message'], properties: { message: { type: 'string' } } };
 

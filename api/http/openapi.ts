@@ -55,6 +55,7 @@ function parametersOf(route: RouteDefinition) {
 function requestBodyOf(route: RouteDefinition) {
   if (!route.body) return undefined;
   if (route.body.type === 'json') return { required: true, content: { 'application/json': { schema: route.body.schema } } };
+  if (route.body.type === 'binary') return { required: true, content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } };
   const json = route.body.type === 'json-or-form' ? { 'application/json': { schema: route.body.schema } } : {};
   const schema = structuredClone(route.body.schema) as { properties?: Record<string, unknown> };
   schema.properties = { ...(schema.properties ?? {}) };

@@ -351,3 +351,51 @@ export function formBodyParsers(body: FormBody, limits: FormLimits, uploadDir: s
   };
   return [declaredLength, multipart, urlencoded];
 }
+
+/**
+ * The parser of a route whose body is the file itself (POST /v2/upload: AssemblyAI's clients send
+ * `application/octet-stream`, often chunked): streamed to a file in `uploadDir`, tracked like a
+ * form's files (removed when the request ends unless the handler moved it), at most `maxBytes`.
+ * The handler finds it as the one file of its request, in field `body`.
+ */
+export function binaryBodyParser(maxBytes: number, uploadDir: string): RequestHandler {
+  const limits = { totalBytes: maxBytes, fileSize: maxBytes, onlyFileField: null };
+  fs.mkdirSync(uploadDir, { recursive: true });
+  return (req, _res, next) => {
+    const declared = Number(req.headers['content-length']);
+    if (Number.isFinite(declared) && declared > maxBytes) return next(bodyTooLarge(limits));
+    const target = path.join(uploadDir, crypto.randomBytes(16).toString('hex'));
+    const w = written(req);
+    w.paths.add(target);
+    const out = fs.createWriteStream(target);
+    w.open.add(out);
+    out.once('close', () => w.open.delete(out));
+    let size = 0;
+    let finished = false;
+    const finish = (err?: unknown) => {
+      if (finished) return;
+      finished = true;
+      if (err) return void removeWritten(req).then(() => next(err), () => next(err));
+      const file = { fieldname: 'body', originalname: '', path: target, size, mimetype: req.headers['content-type'] ?? 'application/octet-stream' };
+      req.files = [file as Express.Multer.File];
+      next();
+    };
+    const counter = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        size += chunk.length;
+        if (size > maxBytes) return done(bodyTooLarge(limits));
+        done(null, chunk);
+      },
+    });
+    // Past the limit the request is not read further (unpiped, not destroyed): the 413 is answered and the connection closes after it.
+    counter.once('error', (err) => {
+      req.unpipe(counter);
+      out.destroy();
+      finish(err);
+    });
+    req.once('error', (err) => finish(err));
+    out.once('error', (err) => finish(err));
+    out.once('finish', () => finish());
+    req.pipe(counter).pipe(out);
+  };
+}

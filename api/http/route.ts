@@ -5,7 +5,7 @@ import type { Principal } from '../../lib/platform/api-keys.js';
 import type { UploadedFile } from '../../lib/digitization/uploads.js';
 import { validate, type JsonSchema } from './validation.js';
 import { presentedKey } from './api-key.js';
-import { formBodyParsers, formLimits, removeWritten } from './request-limits.js';
+import { binaryBodyParser, formBodyParsers, formLimits, removeWritten } from './request-limits.js';
 
 /**
  * A route is declared once, as data: its schemas validate requests and also become the OpenAPI
@@ -34,7 +34,9 @@ export type RouteBody =
   | { type: 'json'; schema: JsonSchema }
   | ({ type: 'form'; schema: JsonSchema } & FormOptions)
   /** Either a JSON body (validated as sent) or a multipart/urlencoded form (coerced), the same schema. */
-  | ({ type: 'json-or-form'; schema: JsonSchema } & FormOptions);
+  | ({ type: 'json-or-form'; schema: JsonSchema } & FormOptions)
+  /** The body is one file, whatever its Content-Type; the handler gets it as its only file (field `body`). */
+  | { type: 'binary'; maxBytes: number };
 
 export interface RouteResponse {
   description: string;
@@ -126,6 +128,7 @@ function collectFiles(req: Request): UploadedFile[] {
 function formParser(route: RouteDefinition, env: RouteEnvironment): express.RequestHandler[] {
   const body = route.body;
   if (!body || body.type === 'json') return [];
+  if (body.type === 'binary') return [binaryBodyParser(body.maxBytes, env.uploadDir)];
   const limits = formLimits(body, { maxUploadBytes: env.maxUploadBytes, formTextFieldMaxBytes: env.formTextFieldMaxBytes });
   return formBodyParsers(body, limits, env.uploadDir);
 }
@@ -181,7 +184,7 @@ export function buildRouter(routes: RouteDefinition[], env: RouteEnvironment): e
           body = validate('body', route.body.schema, req.body, false);
         } else if (route.body?.type === 'form' && route.body.allowEmptyBody && !req.headers['content-type'] && !Number(req.headers['content-length'] ?? 0) && !req.headers['transfer-encoding']) {
           body = validate('form', route.body.schema, {}, true);
-        } else if (route.body) {
+        } else if (route.body && route.body.type !== 'binary') {
           if (!req.is('multipart/form-data') && !req.is('application/x-www-form-urlencoded')) {
             throw badRequest(route.body.type === 'form' ? 'the request body must be multipart/form-data' : 'the request body must be JSON or multipart/form-data');
           }

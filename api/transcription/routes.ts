@@ -1,8 +1,11 @@
+import type { Request } from 'express';
 import type { ApiDeps } from '../deps.js';
 import { defineRoute, type RouteDefinition } from '../http/route.js';
 import type { Principal } from '../../lib/platform/api-keys.js';
-import { admitTranscript, maxTranscriptUploadBytes, readTranscript, submitTranscript, type TranscriptRequestBody } from '../../lib/transcripts/requests.js';
-import { transcriptBody, transcriptIdParams, transcriptionErrors, transcriptObject } from './schemas.js';
+import { admitTranscript, readTranscript, submitTranscript, type TranscriptRequestBody } from '../../lib/transcripts/requests.js';
+import { maxTranscriptUploadBytes } from '../../lib/transcripts/audio-checks.js';
+import { admitAudioUpload, storeAudioUpload } from '../../lib/transcripts/uploads.js';
+import { audioUploadObject, transcriptBody, transcriptIdParams, transcriptionErrors, transcriptObject } from './schemas.js';
 
 /** The transcription interface (spec 4.2). Error bodies: `{error}`, and 422 `{message, errors}` for invalid input. */
 export function transcriptionRoutes(deps: ApiDeps): RouteDefinition[] {
@@ -24,8 +27,24 @@ export function transcriptionRoutes(deps: ApiDeps): RouteDefinition[] {
             body,
             upload: file ? { path: file.path, originalName: file.originalName, size: file.size } : null,
             json: !!req.is('application/json'),
+            origin: originOf(req),
           }),
         };
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/v2/upload',
+      access: 'authenticated',
+      summary: 'Upload a local audio file (as AssemblyAI\'s clients do)',
+      description:
+        'The body is the file itself (any Content-Type; AssemblyAI\'s clients send `application/octet-stream`), at most 100 MB, in one of the containers `/v2/transcript` accepts. Answers `{upload_url}`, an address of this API: submit it as the `audio_url` of `POST /v2/transcript`, to the same address and with a key of the same partner, as often as needed within `TRANSCRIPT_UPLOAD_RETENTION_SECONDS` (24 h); then the file is removed. Uploads count against the partner\'s transcription rate limit, in a window of their own.',
+      body: { type: 'binary', maxBytes: maxTranscriptUploadBytes },
+      preflight: ({ principal }) => admitAudioUpload(deps, principal),
+      responses: { 200: { description: 'Stored', schema: audioUploadObject }, ...transcriptionErrors, 413: { description: 'The file is larger than 100 MB' } },
+      handler: async ({ files, principal, req }) => {
+        const file = files[0]!;
+        return { body: await storeAudioUpload(deps, principal as Principal, { path: file.path, originalName: '', size: file.size }, originOf(req)) };
       },
     }),
     pollRoute(
@@ -53,3 +72,6 @@ export function transcriptionRoutes(deps: ApiDeps): RouteDefinition[] {
     });
   }
 }
+
+/** This API's address as the client reached it (behind a proxy: as TRUST_PROXY lets Express read it). */
+const originOf = (req: Request) => `${req.protocol}://${req.get('host')}`;

@@ -24,7 +24,7 @@ function boostedWords(description: string): JsonSchema {
   return { type: 'array', maxItems: 100, items: { type: 'string', minLength: 1, maxLength: 100 }, description };
 }
 
-export const transcriptIdParams: JsonSchema = { type: 'object', properties: { id: { type: 'string', maxLength: 100 } } };
+export const transcriptIdParams: JsonSchema = { type: 'object', required: ['id'], properties: { id: { type: 'string', minLength: 1, maxLength: 100 } } };
 
 const errorBody: JsonSchema = { type: 'object', required: ['error'], properties: { error: { type: 'string' } } };
 const invalidBody: JsonSchema = {
@@ -44,6 +44,12 @@ export const transcriptObject: JsonSchema = {
     audio_duration: { type: 'integer', description: 'seconds, present when completed' },
     error: { type: 'string', description: 'present when status is error' },
   },
+};
+
+export const audioUploadObject: JsonSchema = {
+  type: 'object',
+  required: ['upload_url'],
+  properties: { upload_url: { type: 'string', description: 'http(s)://<this API>/v2/upload/<id>: the audio_url to submit' } },
 };
 
 export const transcriptionErrors = {

@@ -33,7 +33,7 @@ export const testSampleParams: JsonSchema = {
   properties: { partner, voice, filename: { type: 'string', pattern: describedPattern('^[\\w.-]{1,128}$', 'must be a file name of the test-samples list'), description: 'A file name from the test-samples list' } },
 };
 export const testFilesParams: JsonSchema = { type: 'object', required: ['partner', 'voice', 'tts_type'], properties: { partner, voice, tts_type: ttsType } };
-export const jobFilesParams: JsonSchema = { type: 'object', required: ['token'], properties: { token: { type: 'string', maxLength: 200 } } };
+export const jobFilesParams: JsonSchema = { type: 'object', required: ['token'], properties: { token: { type: 'string', minLength: 1, maxLength: 200 } } };
 
 export const ttsTypeQuery = voiceQuery({ tts_type: ttsType });
 

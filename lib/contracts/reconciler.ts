@@ -8,7 +8,8 @@ import { defineSignal } from '@temporalio/workflow';
  *   request runs again from the first step still queued (a crash between row and start, a
  *   budget-blocked or failed run that an operator terminated);
  * - documents, folders and knowledge bases marked for deletion without a running deletion;
- * - channel sources without a running `channel-source-<id>`.
+ * - channel sources without a running `channel-source-<id>`;
+ * - and, housekeeping with no workflow of its own, files sent to POST /v2/upload that have expired.
  * Only work untouched for `graceSeconds` is examined (a request that is about to start its
  * workflow is left alone), except what a `reconcileNow` signal names.
  */
@@ -38,6 +39,8 @@ export interface ReconcileRound {
   restartedDocuments: number;
   restartedDeletions: number;
   restartedChannelSources: number;
+  /** Expired /v2/upload files removed. */
+  removedUploads: number;
 }
 
 /** Queued documents examined per round; a larger backlog is covered over the next rounds. */

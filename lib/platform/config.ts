@@ -203,6 +203,8 @@ export interface TranscriptionSettings {
   concurrencyLimit: number;
   /** How long a finished transcript can be read (its audio is deleted when it finishes). */
   retentionSeconds: number;
+  /** How long a file sent to POST /v2/upload can be given as an audio_url. */
+  uploadRetentionSeconds: number;
   /** Target segment length: one engine call each, and what a crashed worker resumes from. */
   segmentSeconds: number;
   /** Segments of one transcript transcribed at once. */
@@ -432,6 +434,7 @@ const configDefaults = {
   TRANSCRIPTION_RATE_LIMIT_PER_MINUTE: '30',
   TRANSCRIPTION_CONCURRENCY_LIMIT: '5',
   TRANSCRIPT_RETENTION_SECONDS: String(30 * 86400),
+  TRANSCRIPT_UPLOAD_RETENTION_SECONDS: '86400',
   TRANSCRIPT_SEGMENT_SECONDS: '120',
   TRANSCRIPT_SEGMENT_CONCURRENCY: '1',
   TRANSCRIPT_MAX_AUDIO_SECONDS: '14400',
@@ -606,6 +609,7 @@ function transcriptionSettings(env: Env, openaiBaseUrl: string | null, temporalT
     rateLimitPerMinute: int('TRANSCRIPTION_RATE_LIMIT_PER_MINUTE', 0, 1_000_000),
     concurrencyLimit: int('TRANSCRIPTION_CONCURRENCY_LIMIT', 0, 1_000_000),
     retentionSeconds: int('TRANSCRIPT_RETENTION_SECONDS', 1, 10 * 365 * 86400),
+    uploadRetentionSeconds: int('TRANSCRIPT_UPLOAD_RETENTION_SECONDS', 1, 30 * 86400),
     segmentSeconds: int('TRANSCRIPT_SEGMENT_SECONDS', 5, 3600),
     segmentConcurrency: int('TRANSCRIPT_SEGMENT_CONCURRENCY', 1, 64),
     maxAudioSeconds: int('TRANSCRIPT_MAX_AUDIO_SECONDS', 1, 7 * 86400),

@@ -10,6 +10,8 @@ export interface FileStorage {
   /** Moves a file (e.g. a finished upload) into storage under `key`. */
   moveIn(key: string, sourcePath: string): Promise<void>;
   write(key: string, data: string | Buffer): Promise<void>;
+  /** Copies a stored file to another key (replacing what is there). */
+  copy(fromKey: string, toKey: string): Promise<void>;
   read(key: string): Promise<Buffer>;
   readText(key: string): Promise<string>;
   exists(key: string): Promise<boolean>;
@@ -45,6 +47,15 @@ export class LocalFileStorage implements FileStorage {
     // Write then rename, so that a reader never sees half a file after a crash.
     const tmp = `${target}.${process.pid}.${Date.now()}.tmp`;
     await fsp.writeFile(tmp, data);
+    await fsp.rename(tmp, target);
+  }
+
+  async copy(fromKey: string, toKey: string): Promise<void> {
+    const target = this.resolve(toKey);
+    await fsp.mkdir(path.dirname(target), { recursive: true });
+    // Through a temporary name like write(): a reader never sees half a copy.
+    const tmp = `${target}.${process.pid}.${Date.now()}.tmp`;
+    await fsp.copyFile(this.resolve(fromKey), tmp, fs.constants.COPYFILE_FICLONE);
     await fsp.rename(tmp, target);
   }
 

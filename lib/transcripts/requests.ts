@@ -1,5 +1,4 @@
 import crypto from 'node:crypto';
-import { open } from 'node:fs/promises';
 import type { Client } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
 import type { Services } from '../services.js';
@@ -7,10 +6,11 @@ import type { Principal } from '../platform/api-keys.js';
 import { AppError, badRequest, notFound } from '../platform/errors.js';
 import { consumeRateLimit } from '../platform/rate-limit.js';
 import { isWorkflowRunning } from '../platform/temporal.js';
-import { sniffAudioContainer } from '../audio/signatures.js';
 import { searchAttributes } from '../contracts/search-attributes.js';
 import { transcriptWorkflowId, transcriptWorkflowType, type TranscriptWorkflowInput } from '../contracts/transcript.js';
-import { acceptedContainers, transcriptFiles, type AcceptedContainer } from './files.js';
+import { acceptedContainers, transcriptFiles } from './files.js';
+import { checkUpload, invalid, type TranscriptUpload } from './audio-checks.js';
+import { uploadIdOf, usableUpload } from './uploads.js';
 
 /**
  * The API side of /v2/transcript: admission (per-partner rate and concurrency limits), checks
@@ -40,17 +40,6 @@ function option<K extends keyof TranscriptRequestBody, A extends keyof Transcrip
   if (body[ours] !== undefined && body[theirs] !== undefined) throw invalid(theirs, `is AssemblyAI's name for ${ours}: send one of the two`);
   return (body[ours] ?? body[theirs] ?? fallback) as NonNullable<TranscriptRequestBody[K]>;
 }
-
-export interface TranscriptUpload {
-  path: string;
-  originalName: string;
-  size: number;
-}
-
-/** The largest upload (spec: 100 MB), also the bound on a downloaded `audio_url`. */
-export const maxTranscriptUploadBytes = 100 * 1024 * 1024;
-
-const invalid = (field: string, message: string) => badRequest(`The request is invalid: ${field} ${message}`, { fieldErrors: { [field]: [message] } });
 
 /** Transcripts of a partner that are still being worked on: what the concurrency limit counts. */
 const inFlight = (deps: TranscriptApiDeps, partnerId: string) => deps.db.transcript.count({ where: { partnerId, status: { in: ['queued', 'processing'] } } });
@@ -104,40 +93,6 @@ export async function admitTranscript(deps: TranscriptApiDeps, principal: Princi
   await checkConcurrency(deps, principal.partnerId);
 }
 
-/** Extensions a client may give its upload, and the container each must hold. */
-const extensionFamilies: Record<string, AcceptedContainer[]> = {
-  mp3: ['mp3'], wav: ['wav'], ogg: ['ogg'], oga: ['ogg'], opus: ['ogg'], flac: ['flac'], m4a: ['iso-media'], mp4: ['iso-media'], webm: ['webm'],
-};
-const supportedList = 'mp3, wav, ogg, flac, m4a, mp4, webm';
-
-const containerLabels: Record<string, string> = {
-  mp3: 'an MP3 file', wav: 'a WAV file', ogg: 'an Ogg file', flac: 'a FLAC file', 'iso-media': 'an MP4/M4A file', webm: 'a WebM file', matroska: 'a Matroska (MKV) file',
-};
-
-/** What the upload is, by its first bytes; its extension (if it has a known one) must agree. */
-async function checkUpload(upload: TranscriptUpload): Promise<AcceptedContainer> {
-  const fh = await open(upload.path, 'r');
-  let head: Buffer;
-  try {
-    head = Buffer.alloc(64 * 1024);
-    const { bytesRead } = await fh.read(head, 0, head.length, 0);
-    head = head.subarray(0, bytesRead);
-  } finally {
-    await fh.close();
-  }
-  const name = upload.originalName || 'the upload';
-  if (head.length === 0) throw invalid('audio', `${name} is empty`);
-  const found = sniffAudioContainer(head);
-  if (!found || !(found in acceptedContainers)) {
-    const what = found ? containerLabels[found] : head.subarray(0, 5).toString('latin1') === '%PDF-' ? 'a PDF' : null;
-    throw invalid('audio', `${name} is ${what ?? 'not an audio file this service recognises'}${what ? ', not a supported audio file' : ''} (${supportedList})`);
-  }
-  const ext = /\.([A-Z0-9]{1,5})$/i.exec(upload.originalName)?.[1]?.toLowerCase();
-  const family = ext ? extensionFamilies[ext] : undefined;
-  if (family && !family.includes(found as AcceptedContainer)) throw invalid('audio', `${name} is ${containerLabels[found]}, not a .${ext} file`);
-  return found as AcceptedContainer;
-}
-
 /** Boosted words: trimmed, duplicates dropped (the schema bounds the count and lengths). */
 function cleanBoostedWords(words: string[] | undefined): string[] {
   const out: string[] = [];
@@ -154,6 +109,8 @@ export interface SubmitRequest {
   upload: TranscriptUpload | null;
   /** The body came as JSON (an `audio` member then cannot be a file). */
   json: boolean;
+  /** This API's address as the client reached it: an `audio_url` there is an upload_url of POST /v2/upload. */
+  origin: string;
 }
 
 /**
@@ -171,10 +128,12 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
     });
   }
   if (body.audio_url && !/^https?:\/\//i.test(body.audio_url)) throw invalid('audio_url', 'must be an http or https URL');
+  const uploadId = body.audio_url ? uploadIdOf(body.audio_url, req.origin) : null;
   const boostedWords = cleanBoostedWords(option(body, 'boosted_words', 'word_boost', []));
   const languageAuto = option(body, 'language_auto', 'language_detection', false);
   const fillerWords = option(body, 'filler_words', 'disfluencies', false);
-  const kind = upload ? await checkUpload(upload) : null;
+  const uploaded = uploadId ? await usableUpload(deps, principal, uploadId) : null;
+  const kind = upload ? await checkUpload(upload) : (uploaded?.kind ?? null);
 
   const id = crypto.randomUUID();
   const partnerId = principal.partnerId;
@@ -191,7 +150,7 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
       data: {
         id,
         partnerId,
-        sourceKind: upload ? 'upload' : 'url',
+        sourceKind: upload || uploaded ? 'upload' : 'url',
         audioUrl: body.audio_url ?? null,
         uploadedName: upload?.originalName ?? null,
         audioKind: kind,
@@ -205,6 +164,8 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
   });
   try {
     if (upload && kind) await deps.storage.moveIn(transcriptFiles.original(id, acceptedContainers[kind]), upload.path);
+    // A copy: the upload stays usable for other submissions until it expires.
+    if (uploaded) await deps.storage.copy(uploaded.storageKey, transcriptFiles.original(id, acceptedContainers[uploaded.kind]));
     const t = deps.config.transcription;
     const input: TranscriptWorkflowInput = {
       transcriptId: id,
