@@ -2,10 +2,10 @@ import type { Request } from 'express';
 import type { ApiDeps } from '../deps.js';
 import { defineRoute, type RouteDefinition } from '../http/route.js';
 import type { Principal } from '../../lib/platform/api-keys.js';
-import { admitTranscript, readTranscript, submitTranscript, type TranscriptRequestBody } from '../../lib/transcripts/requests.js';
+import { admitTranscript, deleteTranscriptNow, readTranscript, submitTranscript, type TranscriptRequestBody } from '../../lib/transcripts/requests.js';
 import { maxTranscriptUploadBytes } from '../../lib/transcripts/audio-checks.js';
 import { admitAudioUpload, storeAudioUpload } from '../../lib/transcripts/uploads.js';
-import { audioUploadObject, transcriptBody, transcriptIdParams, transcriptionErrors, transcriptObject } from './schemas.js';
+import { audioUploadObject, errorBody, transcriptBody, transcriptIdParams, transcriptionErrors, transcriptObject } from './schemas.js';
 
 /** The transcription interface (spec 4.2). Error bodies: `{error}`, and 422 `{message, errors}` for invalid input. */
 export function transcriptionRoutes(deps: ApiDeps): RouteDefinition[] {
@@ -57,7 +57,23 @@ export function transcriptionRoutes(deps: ApiDeps): RouteDefinition[] {
       "Poll a transcript (the path AssemblyAI's clients make of the id)",
       "AssemblyAI's clients append the id to `/v2/transcript/`, and the id is itself that path: the same answer as `GET /v2/transcript/{id}`.",
     ),
+    deleteRoute('/v2/transcript/{id}', 'Delete a transcript'),
+    deleteRoute('/v2/transcript//v2/transcript/{id}', "Delete a transcript (the path AssemblyAI's clients make of the id)"),
   ];
+
+  function deleteRoute(path: string, summary: string) {
+    return defineRoute<{ id: string }>({
+      method: 'delete',
+      path,
+      access: 'authenticated',
+      summary,
+      description:
+        "As AssemblyAI's `transcripts.delete`: a `completed` or `error` transcript is deleted at once (reads answer 404 from now on) instead of at the end of its retention period. Answers it as AssemblyAI does, `{id, status, audio_url: \"http://deleted_by_user\", text: \"Deleted by user.\"}`. One still `queued` or `processing` is a 409.",
+      params: transcriptIdParams,
+      responses: { 200: { description: 'Deleted', schema: transcriptObject }, ...transcriptionErrors, 409: { description: 'Still queued or processing', schema: errorBody } },
+      handler: async ({ params, principal }) => ({ body: await deleteTranscriptNow(deps, principal as Principal, params.id) }),
+    });
+  }
 
   function pollRoute(path: string, summary: string, description: string) {
     return defineRoute<{ id: string }>({

@@ -26,7 +26,7 @@ function boostedWords(description: string): JsonSchema {
 
 export const transcriptIdParams: JsonSchema = { type: 'object', required: ['id'], properties: { id: { type: 'string', minLength: 1, maxLength: 100 } } };
 
-const errorBody: JsonSchema = { type: 'object', required: ['error'], properties: { error: { type: 'string' } } };
+export const errorBody: JsonSchema = { type: 'object', required: ['error'], properties: { error: { type: 'string' } } };
 const invalidBody: JsonSchema = {
   type: 'object',
   required: ['message', 'errors'],

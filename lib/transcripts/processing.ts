@@ -222,7 +222,7 @@ export async function failTranscript(deps: TranscriptDeps, transcriptId: string,
 }
 
 /** The end of the retention period: row, segments and any file left are deleted. */
-export async function deleteTranscript(deps: TranscriptDeps, transcriptId: string): Promise<void> {
+export async function deleteTranscript(deps: Pick<Services, 'db' | 'storage'>, transcriptId: string): Promise<void> {
   await deps.db.transcript.deleteMany({ where: { id: transcriptId } });
   await deps.storage.removePrefix(transcriptFiles.prefix(transcriptId));
 }

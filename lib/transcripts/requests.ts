@@ -1,9 +1,9 @@
 import crypto from 'node:crypto';
-import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
 import type { Services } from '../services.js';
 import type { Principal } from '../platform/api-keys.js';
-import { AppError, badRequest, notFound } from '../platform/errors.js';
+import { AppError, badRequest, conflict, notFound } from '../platform/errors.js';
 import { consumeRateLimit } from '../platform/rate-limit.js';
 import { isWorkflowRunning } from '../platform/temporal.js';
 import { searchAttributes } from '../contracts/search-attributes.js';
@@ -11,6 +11,7 @@ import { transcriptWorkflowId, transcriptWorkflowType, type TranscriptWorkflowIn
 import { acceptedContainers, transcriptFiles } from './files.js';
 import { checkUpload, invalid, type TranscriptUpload } from './audio-checks.js';
 import { uploadIdOf, usableUpload } from './uploads.js';
+import { deleteTranscript } from './processing.js';
 
 /**
  * The API side of /v2/transcript: admission (per-partner rate and concurrency limits), checks
@@ -196,17 +197,49 @@ const audioUrlOf = (audioUrl: string | null) => (audioUrl ? { audio_url: audioUr
 
 const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** The transcript a key may see: its partner's (every one for the administrator key), not past its retention; else 404. */
+async function visibleTranscript(deps: TranscriptApiDeps, principal: Principal, id: string) {
+  const row = uuid.test(id) ? await deps.db.transcript.findUnique({ where: { id: id.toLowerCase() } }) : null;
+  const visible = row && (principal.isAdmin || row.partnerId === principal.partnerId) && !(row.expiresAt && row.expiresAt <= new Date());
+  if (!row || !visible) throw notFound('transcript not found');
+  return row;
+}
+
 /**
  * The transcript as spec 2.2 shows it: `{id, status}`, plus `text` and `audio_duration` when
  * completed, or `error` when failed. Another partner's, an unknown and an expired transcript are
  * the same 404.
  */
 export async function readTranscript(deps: TranscriptApiDeps, principal: Principal, id: string) {
-  const row = uuid.test(id) ? await deps.db.transcript.findUnique({ where: { id: id.toLowerCase() } }) : null;
-  const visible = row && (principal.isAdmin || row.partnerId === principal.partnerId) && !(row.expiresAt && row.expiresAt <= new Date());
-  if (!row || !visible) throw notFound('transcript not found');
+  const row = await visibleTranscript(deps, principal, id);
   const base = { id: `/v2/transcript/${row.id}`, status: row.status, ...audioUrlOf(row.audioUrl) };
   if (row.status === 'completed') return { ...base, text: row.text ?? '', audio_duration: row.audioDurationSeconds ?? 0 };
   if (row.status === 'error') return { ...base, error: row.error ?? 'transcription failed' };
   return base;
+}
+
+/**
+ * DELETE, as AssemblyAI's `transcripts.delete`: a completed or failed transcript is gone for reads
+ * at once (its retention ends now), and its workflow, cancelled in its retention wait, deletes the
+ * row as it would at the end of that period; without a workflow the row is deleted here. One still
+ * queued or processing is a 409, as AssemblyAI refuses it too. The answer is AssemblyAI's: the
+ * transcript with its text and audio_url replaced.
+ */
+export async function deleteTranscriptNow(deps: TranscriptApiDeps, principal: Principal, id: string) {
+  const row = await visibleTranscript(deps, principal, id);
+  if (row.status !== 'completed' && row.status !== 'error') throw conflict(`the transcript is ${row.status}: it can be deleted once it is completed or in error`);
+  await deps.db.transcript.updateMany({ where: { id: row.id }, data: { expiresAt: new Date() } });
+  const answer = { id: `/v2/transcript/${row.id}`, status: row.status, audio_url: 'http://deleted_by_user', text: 'Deleted by user.' };
+  const workflowId = transcriptWorkflowId(row.id);
+  // The server accepts the cancellation of a closed workflow without an error: whether it runs is asked first.
+  if (await isWorkflowRunning(deps.temporal, workflowId)) {
+    try {
+      await deps.temporal.workflow.getHandle(workflowId).cancel();
+      return answer;
+    } catch (err) {
+      if (!(err instanceof WorkflowNotFoundError)) throw err;
+    }
+  }
+  await deleteTranscript(deps, row.id);
+  return answer;
 }

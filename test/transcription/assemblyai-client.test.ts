@@ -3,8 +3,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { AssemblyAI } from 'assemblyai';
-import { startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
-import { client } from '../support/system.js';
+import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { newPartner } from '../support/fixtures.js';
 import { speak, wer } from '../support/audio.js';
 
@@ -50,6 +49,46 @@ describe("transcription through AssemblyAI's official client", function () {
     const row = await api.deps.db.transcript.findUniqueOrThrow({ where: { id: transcript.id.split('/').pop()! } });
     assert.equal(row.fillerWords, true, 'disfluencies is filler_words');
     assert.deepEqual(row.boostedWords, ['doctor', 'weather'], 'word_boost is boosted_words');
+  });
+
+  it('transcripts.delete() deletes a finished transcript at once; one in progress, or another partner\'s, is refused', async () => {
+    // Audio served only once the test lets it go: the transcript waits in queued/processing meanwhile.
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const clip = fs.readFileSync(await speak(spoken, 'flite-kal'));
+    const slowHost = http.createServer((_req, res) => void released.then(() => res.writeHead(200, { 'content-type': 'audio/wav', 'content-length': clip.length }).end(clip)));
+    await new Promise<void>((resolve) => slowHost.listen(0, '127.0.0.1', resolve));
+    try {
+      const submitted = await assemblyai().transcripts.submit({ audio_url: `http://127.0.0.1:${(slowHost.address() as AddressInfo).port}/slow.wav` });
+      await assert.rejects(assemblyai().transcripts.delete(submitted.id), /can be deleted once it is completed or in error/);
+      release();
+      const done = await assemblyai().transcripts.waitUntilReady(submitted.id, { pollingInterval: 250 });
+      assert.equal(done.status, 'completed');
+
+      const other = await newPartner(client(api.url));
+      await assert.rejects(new AssemblyAI({ apiKey: other.key, baseUrl: api.url }).transcripts.delete(done.id), /transcript not found/);
+      assert.equal((await assemblyai().transcripts.get(done.id)).status, 'completed', 'still there for its partner');
+
+      const deleted = await assemblyai().transcripts.delete(done.id);
+      assert.equal(deleted.text, 'Deleted by user.');
+      await assert.rejects(assemblyai().transcripts.get(done.id), /transcript not found/);
+      // Its workflow, cancelled in its retention wait, removes the row and ends.
+      const uuid = done.id.split('/').pop()!;
+      await eventually('the row to be deleted', async () => (await api.deps.db.transcript.findUnique({ where: { id: uuid } })) === null);
+      await eventually('the workflow to end', async () => (await api.deps.temporal.workflow.getHandle(`transcript-${uuid}`).describe()).status.name === 'COMPLETED');
+    } finally {
+      release();
+      slowHost.closeAllConnections();
+      slowHost.close();
+    }
+  });
+
+  it('a finished transcript whose workflow an operator terminated is deleted all the same', async () => {
+    const done = await assemblyai().transcripts.transcribe({ audio: audioUrl }, { pollingInterval: 250 });
+    const uuid = done.id.split('/').pop()!;
+    await api.deps.temporal.workflow.getHandle(`transcript-${uuid}`).terminate('test: an operator stops it');
+    assert.equal((await assemblyai().transcripts.delete(done.id)).text, 'Deleted by user.');
+    assert.equal(await api.deps.db.transcript.findUnique({ where: { id: uuid } }), null);
   });
 
   it("a refused request shows the service's reason, not a bare status", async () => {
