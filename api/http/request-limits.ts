@@ -356,10 +356,11 @@ export function formBodyParsers(body: FormBody, limits: FormLimits, uploadDir: s
  * The parser of a route whose body is the file itself (POST /v2/upload: AssemblyAI's clients send
  * `application/octet-stream`, often chunked): streamed to a file in `uploadDir`, tracked like a
  * form's files (removed when the request ends unless the handler moved it), at most `maxBytes`.
- * The handler finds it as the one file of its request, in field `body`.
+ * The handler finds it as the one file of its request, in `field`, the name its errors give it (a
+ * 413, or the 422 of the interfaces that answer invalid input so, names it as a form's file field).
  */
-export function binaryBodyParser(maxBytes: number, uploadDir: string): RequestHandler {
-  const limits = { totalBytes: maxBytes, fileSize: maxBytes, onlyFileField: null };
+export function binaryBodyParser(maxBytes: number, uploadDir: string, field: string): RequestHandler {
+  const limits = { totalBytes: maxBytes, fileSize: maxBytes, onlyFileField: field };
   fs.mkdirSync(uploadDir, { recursive: true });
   return (req, _res, next) => {
     const declared = Number(req.headers['content-length']);
@@ -376,7 +377,7 @@ export function binaryBodyParser(maxBytes: number, uploadDir: string): RequestHa
       if (finished) return;
       finished = true;
       if (err) return void removeWritten(req).then(() => next(err), () => next(err));
-      const file = { fieldname: 'body', originalname: '', path: target, size, mimetype: req.headers['content-type'] ?? 'application/octet-stream' };
+      const file = { fieldname: field, originalname: '', path: target, size, mimetype: req.headers['content-type'] ?? 'application/octet-stream' };
       req.files = [file as Express.Multer.File];
       next();
     };

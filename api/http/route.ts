@@ -35,8 +35,8 @@ export type RouteBody =
   | ({ type: 'form'; schema: JsonSchema } & FormOptions)
   /** Either a JSON body (validated as sent) or a multipart/urlencoded form (coerced), the same schema. */
   | ({ type: 'json-or-form'; schema: JsonSchema } & FormOptions)
-  /** The body is one file, whatever its Content-Type; the handler gets it as its only file (field `body`). */
-  | { type: 'binary'; maxBytes: number };
+  /** The body is one file, whatever its Content-Type; the handler gets it as its only file, named `field`. */
+  | { type: 'binary'; maxBytes: number; field: string };
 
 export interface RouteResponse {
   description: string;
@@ -128,7 +128,7 @@ function collectFiles(req: Request): UploadedFile[] {
 function formParser(route: RouteDefinition, env: RouteEnvironment): express.RequestHandler[] {
   const body = route.body;
   if (!body || body.type === 'json') return [];
-  if (body.type === 'binary') return [binaryBodyParser(body.maxBytes, env.uploadDir)];
+  if (body.type === 'binary') return [binaryBodyParser(body.maxBytes, env.uploadDir, body.field)];
   const limits = formLimits(body, { maxUploadBytes: env.maxUploadBytes, formTextFieldMaxBytes: env.formTextFieldMaxBytes });
   return formBodyParsers(body, limits, env.uploadDir);
 }

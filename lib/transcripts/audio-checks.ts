@@ -38,15 +38,16 @@ export async function checkUpload(upload: TranscriptUpload, field = 'audio'): Pr
   } finally {
     await fh.close();
   }
-  const name = upload.originalName || 'the upload';
-  if (head.length === 0) throw invalid(field, `${name} is empty`);
+  // Named by the client's file name; a file without one is the field itself ("file is empty").
+  const name = upload.originalName ? `${upload.originalName} ` : '';
+  if (head.length === 0) throw invalid(field, `${name}is empty`);
   const found = sniffAudioContainer(head);
   if (!found || !(found in acceptedContainers)) {
     const what = found ? containerLabels[found] : head.subarray(0, 5).toString('latin1') === '%PDF-' ? 'a PDF' : null;
-    throw invalid(field, `${name} is ${what ?? 'not an audio file this service recognises'}${what ? ', not a supported audio file' : ''} (${supportedList})`);
+    throw invalid(field, `${name}is ${what ?? 'not an audio file this service recognises'}${what ? ', not a supported audio file' : ''} (${supportedList})`);
   }
   const ext = /\.([A-Z0-9]{1,5})$/i.exec(upload.originalName)?.[1]?.toLowerCase();
   const family = ext ? extensionFamilies[ext] : undefined;
-  if (family && !family.includes(found as AcceptedContainer)) throw invalid(field, `${name} is ${containerLabels[found]}, not a .${ext} file`);
+  if (family && !family.includes(found as AcceptedContainer)) throw invalid(field, `${name}is ${containerLabels[found]}, not a .${ext} file`);
   return found as AcceptedContainer;
 }

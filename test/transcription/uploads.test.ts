@@ -70,12 +70,12 @@ describe('transcription: uploading a local file first (POST /v2/upload)', functi
     assert.equal(await api.deps.db.transcript.count({ where: { partnerId: await partnerId(other.name) } }), before, 'nothing was queued');
   });
 
-  it('a body that is not audio, an empty one and one over 100 MB are refused, and nothing is kept', async () => {
+  it('a body that is not audio, an empty one and one over 100 MB are refused (422 on file), and nothing is kept', async () => {
     const count = () => api.deps.db.audioUpload.count();
     const before = await count();
     const text = await upload(partner.key, 'just some text, not a recording', 'text/plain');
     assert.equal(text.status, 422, JSON.stringify(text.body));
-    assert.match(text.body.errors.file[0], /not an audio file this service recognises/);
+    assert.equal(text.body.message, 'The request is invalid: file is not an audio file this service recognises (mp3, wav, ogg, flac, m4a, mp4, webm)');
     const empty = await upload(partner.key, Buffer.alloc(0));
     assert.equal(empty.status, 422, JSON.stringify(empty.body));
     assert.match(empty.body.errors.file[0], /is empty/);
@@ -91,8 +91,9 @@ describe('transcription: uploading a local file first (POST /v2/upload)', functi
       req.on('error', reject);
       req.write(Buffer.alloc(1024));
     });
-    assert.equal(tooLarge.status, 413, tooLarge.body);
-    assert.match(JSON.parse(tooLarge.body).error, /larger than 100 MiB/);
+    // The interface answers invalid input with 422 {message, errors}, a file over its size included (as for a multipart `audio`).
+    assert.equal(tooLarge.status, 422, tooLarge.body);
+    assert.deepEqual(JSON.parse(tooLarge.body).errors, { file: ['is larger than the upload limit of this endpoint (100 MiB)'] });
 
     // Chunked, with no length declared: counted as it streams, refused past 100 MiB, the part written removed.
     const megabyte = Buffer.alloc(1024 * 1024, 1);
@@ -104,8 +105,8 @@ describe('transcription: uploading a local file first (POST /v2/upload)', functi
       },
     });
     const streamed = await fetch(`${api.url}/v2/upload`, { method: 'POST', headers: { 'X-API-Key': partner.key, 'Content-Type': 'application/octet-stream' }, body, duplex: 'half' } as RequestInit);
-    assert.equal(streamed.status, 413);
-    assert.match((await streamed.json()).error, /larger than 100 MiB/);
+    assert.equal(streamed.status, 422);
+    assert.deepEqual((await streamed.json()).errors, { file: ['is larger than the upload limit of this endpoint (100 MiB)'] });
     assert.deepEqual(fs.readdirSync(uploadFolder(api.deps.config.storageDir)), [], 'no file of the refused uploads is left');
     assert.equal(await count(), before);
   });
