@@ -388,12 +388,13 @@ export function binaryBodyParser(maxBytes: number, uploadDir: string, field: str
         done(null, chunk);
       },
     });
-    // Past the limit the request is not read further (unpiped, not destroyed): the 413 is answered and the connection closes after it.
+    // Past the limit the request is not read further (unpiped, not destroyed): the refusal is answered and the connection closes after it.
     counter.once('error', (err) => {
       req.unpipe(counter);
       out.destroy();
       finish(err);
     });
+    // Also a client gone mid-body (Node reports it as the request's error): the file is closed and removed at once.
     req.once('error', (err) => finish(err));
     out.once('error', (err) => finish(err));
     out.once('finish', () => finish());
