@@ -38,7 +38,7 @@ export function transcriptionRoutes(deps: ApiDeps): RouteDefinition[] {
       access: 'authenticated',
       summary: 'Upload a local audio file (as AssemblyAI\'s clients do)',
       description:
-        'The body is the file itself (any Content-Type; AssemblyAI\'s clients send `application/octet-stream`), at most 100 MB, in one of the containers `/v2/transcript` accepts (else a 422 on `file`). Answers `{upload_url}`, an address of this API: submit it as the `audio_url` of `POST /v2/transcript`, to the same address and with a key of the same partner, as often as needed within `TRANSCRIPT_UPLOAD_RETENTION_SECONDS` (24 h); then the file is removed. Uploads count against the partner\'s transcription rate limit, in a window of their own.',
+        'The body is the file itself (any Content-Type; AssemblyAI\'s clients send `application/octet-stream`), at most 100 MB, in one of the containers `/v2/transcript` accepts (else a 422 on `file`). Answers `{upload_url}`, an address of this API: submit it once as the `audio_url` of `POST /v2/transcript`, to the same address and with a key of the same partner, within `TRANSCRIPT_UPLOAD_RETENTION_SECONDS` (24 h); then the file is removed. A partner holds at most `TRANSCRIPT_PENDING_UPLOADS_PER_PARTNER` (20) uploads not yet submitted (429). Uploads count against the partner\'s transcription rate limit, in a window of their own.',
       body: { type: 'binary', maxBytes: maxTranscriptUploadBytes, field: 'file' },
       preflight: ({ principal }) => admitAudioUpload(deps, principal),
       responses: { 200: { description: 'Stored', schema: audioUploadObject }, ...transcriptionErrors },

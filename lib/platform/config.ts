@@ -205,6 +205,8 @@ export interface TranscriptionSettings {
   retentionSeconds: number;
   /** How long a file sent to POST /v2/upload can be given as an audio_url. */
   uploadRetentionSeconds: number;
+  /** Files sent to POST /v2/upload a partner may hold at once, not yet submitted; 0: no limit. */
+  pendingUploadsLimit: number;
   /** Target segment length: one engine call each, and what a crashed worker resumes from. */
   segmentSeconds: number;
   /** Segments of one transcript transcribed at once. */
@@ -435,6 +437,7 @@ const configDefaults = {
   TRANSCRIPTION_CONCURRENCY_LIMIT: '5',
   TRANSCRIPT_RETENTION_SECONDS: String(30 * 86400),
   TRANSCRIPT_UPLOAD_RETENTION_SECONDS: '86400',
+  TRANSCRIPT_PENDING_UPLOADS_PER_PARTNER: '20',
   TRANSCRIPT_SEGMENT_SECONDS: '120',
   TRANSCRIPT_SEGMENT_CONCURRENCY: '1',
   TRANSCRIPT_MAX_AUDIO_SECONDS: '14400',
@@ -610,6 +613,7 @@ function transcriptionSettings(env: Env, openaiBaseUrl: string | null, temporalT
     concurrencyLimit: int('TRANSCRIPTION_CONCURRENCY_LIMIT', 0, 1_000_000),
     retentionSeconds: int('TRANSCRIPT_RETENTION_SECONDS', 1, 10 * 365 * 86400),
     uploadRetentionSeconds: int('TRANSCRIPT_UPLOAD_RETENTION_SECONDS', 1, 30 * 86400),
+    pendingUploadsLimit: int('TRANSCRIPT_PENDING_UPLOADS_PER_PARTNER', 0, 1_000_000),
     segmentSeconds: int('TRANSCRIPT_SEGMENT_SECONDS', 5, 3600),
     segmentConcurrency: int('TRANSCRIPT_SEGMENT_CONCURRENCY', 1, 64),
     maxAudioSeconds: int('TRANSCRIPT_MAX_AUDIO_SECONDS', 1, 7 * 86400),

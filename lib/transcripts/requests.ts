@@ -10,7 +10,7 @@ import { searchAttributes } from '../contracts/search-attributes.js';
 import { transcriptWorkflowId, transcriptWorkflowType, type TranscriptWorkflowInput } from '../contracts/transcript.js';
 import { acceptedContainers, transcriptFiles } from './files.js';
 import { checkUpload, invalid, type TranscriptUpload } from './audio-checks.js';
-import { uploadIdOf, usableUpload } from './uploads.js';
+import { removeAudioUpload, uploadIdOf, usableUpload } from './uploads.js';
 import { deleteTranscript } from './processing.js';
 
 /**
@@ -165,7 +165,7 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
   });
   try {
     if (upload && kind) await deps.storage.moveIn(transcriptFiles.original(id, acceptedContainers[kind]), upload.path);
-    // A copy: the upload stays usable for other submissions until it expires.
+    // A copy, and the upload removed only once the workflow runs: a submission that fails keeps it for the retry.
     if (uploaded) await deps.storage.copy(uploaded.storageKey, transcriptFiles.original(id, acceptedContainers[uploaded.kind]));
     const t = deps.config.transcription;
     const input: TranscriptWorkflowInput = {
@@ -189,6 +189,8 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
     await deps.storage.removePrefix(transcriptFiles.prefix(id));
     throw new AppError('unavailable', `the transcript could not be queued, nothing was kept; retry later (${(err as Error).message})`);
   }
+  // A submitted upload is used up (its transcript has its copy); were this to fail, it would expire.
+  if (uploaded) await removeAudioUpload(deps, uploaded).catch(() => undefined);
   return { id: `/v2/transcript/${id}`, status: 'queued', ...audioUrlOf(body.audio_url ?? null) };
 }
 

@@ -7,27 +7,34 @@ import { audioUploadFiles, type AcceptedContainer } from './files.js';
 import { checkUpload, invalid, type TranscriptUpload } from './audio-checks.js';
 
 /**
- * POST /v2/upload, AssemblyAI's way of sending a local file: the file is kept for
- * TRANSCRIPT_UPLOAD_RETENTION_SECONDS, and the `upload_url` of the answer (an address of this API)
- * is then submitted as a transcript's `audio_url`, with a key of the same partner, as often as
- * needed. The reconciler removes expired uploads; a partner's go with it.
+ * POST /v2/upload, AssemblyAI's way of sending a local file: the file is kept until a transcript is
+ * made of it, at most TRANSCRIPT_UPLOAD_RETENTION_SECONDS; the `upload_url` of the answer (an address
+ * of this API) is submitted as a transcript's `audio_url` with a key of the same partner. A partner
+ * holds at most TRANSCRIPT_PENDING_UPLOADS_PER_PARTNER of them at once: what bounds the storage a
+ * key can fill. The reconciler removes expired uploads; a partner's go with it.
  */
 export type AudioUploadDeps = Pick<Services, 'db' | 'storage' | 'config'>;
 
 const uploadPath = /^\/v2\/upload\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i;
 
+const tooMany = (message: string, retryAfterSeconds: number) => new AppError('rate_limited', message, { retryAfterSeconds });
+
 /**
- * Uploads count against the partner's transcription rate (TRANSCRIPTION_RATE_LIMIT_PER_MINUTE) in
- * a window of their own: an upload is followed by its submission, which counts in the other.
+ * Admission before the body is read: uploads count against the partner's transcription rate
+ * (TRANSCRIPTION_RATE_LIMIT_PER_MINUTE) in a window of their own (an upload is followed by its
+ * submission, which counts in the other), then its uploads not yet submitted.
  */
 export async function admitAudioUpload(deps: AudioUploadDeps, principal: Principal | null): Promise<void> {
-  const limit = deps.config.transcription.rateLimitPerMinute;
-  if (!principal?.partnerId || limit === 0) return;
-  const decision = await consumeRateLimit(deps.db, { key: `transcript-upload:${principal.partnerId}`, limit, windowSeconds: 60 });
-  if (!decision.allowed) {
-    throw new AppError('rate_limited', `transcription rate limit: ${limit} uploads per minute per partner; retry in ${decision.retryAfterSeconds} s`, {
-      retryAfterSeconds: decision.retryAfterSeconds,
-    });
+  if (!principal?.partnerId) return;
+  const { rateLimitPerMinute, pendingUploadsLimit } = deps.config.transcription;
+  if (rateLimitPerMinute > 0) {
+    const decision = await consumeRateLimit(deps.db, { key: `transcript-upload:${principal.partnerId}`, limit: rateLimitPerMinute, windowSeconds: 60 });
+    if (!decision.allowed) throw tooMany(`transcription rate limit: ${rateLimitPerMinute} uploads per minute per partner; retry in ${decision.retryAfterSeconds} s`, decision.retryAfterSeconds);
+  }
+  if (pendingUploadsLimit === 0) return;
+  const pending = await deps.db.audioUpload.count({ where: { partnerId: principal.partnerId, expiresAt: { gt: new Date() } } });
+  if (pending >= pendingUploadsLimit) {
+    throw tooMany(`at most ${pendingUploadsLimit} uploads of a partner wait to be transcribed at once: submit one (POST /v2/transcript with its upload_url) before uploading more`, 10);
   }
 }
 
@@ -61,6 +68,7 @@ export function uploadIdOf(audioUrl: string, origin: string): string | null {
 }
 
 export interface UsableUpload {
+  id: string;
   storageKey: string;
   kind: AcceptedContainer;
 }
@@ -69,17 +77,25 @@ export interface UsableUpload {
 export async function usableUpload(deps: AudioUploadDeps, principal: Principal, uploadId: string): Promise<UsableUpload> {
   const row = await deps.db.audioUpload.findUnique({ where: { id: uploadId } });
   const usable = row && (principal.isAdmin || row.partnerId === principal.partnerId) && row.expiresAt > new Date();
-  if (!row || !usable) throw invalid('audio_url', 'names an upload that does not exist, has expired, or was uploaded with another partner\'s key (upload the file again)');
+  if (!row || !usable) {
+    throw invalid('audio_url', 'names an upload that does not exist, has expired, was transcribed already, or was uploaded with another partner\'s key (upload the file again)');
+  }
   const kind = row.audioKind as AcceptedContainer;
-  return { storageKey: audioUploadFiles.file(row.partnerId, row.id, kind), kind };
+  return { id: row.id, storageKey: audioUploadFiles.file(row.partnerId, row.id, kind), kind };
+}
+
+/** Removes an upload, the file first: a crash in between leaves a row the sweep removes, never a file nothing refers to. */
+export async function removeAudioUpload(deps: Pick<Services, 'db' | 'storage'>, upload: UsableUpload): Promise<void> {
+  await deps.storage.removePrefix(upload.storageKey);
+  await deps.db.audioUpload.deleteMany({ where: { id: upload.id } });
 }
 
 /** Removes expired uploads (rows and files), at most `limit` a call; returns how many. */
 export async function removeExpiredAudioUploads(deps: Pick<Services, 'db' | 'storage'>, limit: number): Promise<number> {
   const expired = await deps.db.audioUpload.findMany({ where: { expiresAt: { lte: new Date() } }, orderBy: { expiresAt: 'asc' }, take: limit });
   for (const row of expired) {
-    await deps.storage.removePrefix(audioUploadFiles.file(row.partnerId, row.id, row.audioKind as AcceptedContainer));
-    await deps.db.audioUpload.deleteMany({ where: { id: row.id } });
+    const kind = row.audioKind as AcceptedContainer;
+    await removeAudioUpload(deps, { id: row.id, storageKey: audioUploadFiles.file(row.partnerId, row.id, kind), kind });
   }
   return expired.length;
 }

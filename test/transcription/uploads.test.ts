@@ -16,7 +16,7 @@ import { uploadFolder } from '../../api/http/upload-folder.js';
  */
 describe('transcription: uploading a local file first (POST /v2/upload)', function () {
   this.timeout(300_000);
-  const env = { TEMPORAL_TASK_QUEUE: `uploads-${process.pid}`, RECONCILE_INTERVAL_SECONDS: '1', TRANSCRIPTION_RATE_LIMIT_PER_MINUTE: '0' };
+  const env = { TEMPORAL_TASK_QUEUE: `uploads-${process.pid}`, RECONCILE_INTERVAL_SECONDS: '1', TRANSCRIPTION_RATE_LIMIT_PER_MINUTE: '0', TRANSCRIPT_PENDING_UPLOADS_PER_PARTNER: '2' };
   let api: RunningApi;
   let worker: RunningWorker;
   let call: ReturnType<typeof client>;
@@ -50,11 +50,27 @@ describe('transcription: uploading a local file first (POST /v2/upload)', functi
     const row = await api.deps.db.transcript.findUniqueOrThrow({ where: { id: transcript.id.split('/').pop()! } });
     assert.equal(row.sourceKind, 'upload');
     assert.equal(row.audioKind, 'wav');
-    // The transcript's copy is gone with its audio; the upload itself stays usable until it expires.
-    assert.equal(await api.deps.storage.exists(storedFile(await partnerId(partner.name), transcript.audio_url)), true);
+    // A submitted upload is used up: the transcript had its own copy.
+    assert.equal(await uploadRow(transcript.audio_url), null);
+    assert.equal(await api.deps.storage.exists(storedFile(await partnerId(partner.name), transcript.audio_url)), false);
     const again = await call('POST', '/v2/transcript', { key: partner.key, json: { audio_url: transcript.audio_url } });
-    assert.equal(again.status, 200, JSON.stringify(again.body));
-    assert.equal(again.body.status, 'queued');
+    assert.equal(again.status, 422, JSON.stringify(again.body));
+    assert.match(again.body.errors.audio_url[0], /was transcribed already/);
+  });
+
+  it('a partner holds at most TRANSCRIPT_PENDING_UPLOADS_PER_PARTNER uploads not yet submitted (here 2); submitting one makes room', async () => {
+    const busy = await newPartner(call);
+    const clip = fs.readFileSync(clipPath);
+    const first = await upload(busy.key, clip);
+    assert.equal((await upload(busy.key, clip)).status, 200);
+    const refused = await upload(busy.key, clip);
+    assert.equal(refused.status, 429, JSON.stringify(refused.body));
+    assert.match(refused.body.error, /at most 2 uploads of a partner wait to be transcribed at once/);
+    assert.ok(Number(refused.headers.get('retry-after')) > 0);
+    assert.equal((await upload((await newPartner(call)).key, clip)).status, 200, 'another partner is not affected');
+    const submitted = await call('POST', '/v2/transcript', { key: busy.key, json: { audio_url: first.body.upload_url } });
+    assert.equal(submitted.status, 200, JSON.stringify(submitted.body));
+    assert.equal((await upload(busy.key, clip)).status, 200);
   });
 
   it("another partner's key cannot use the upload_url, and a made-up one is refused too", async () => {
@@ -65,7 +81,7 @@ describe('transcription: uploading a local file first (POST /v2/upload)', functi
     for (const audioUrl of [uploaded.body.upload_url, `${api.url}/v2/upload/00000000-0000-4000-8000-000000000000`]) {
       const refused = await call('POST', '/v2/transcript', { key: other.key, json: { audio_url: audioUrl } });
       assert.equal(refused.status, 422, JSON.stringify(refused.body));
-      assert.match(refused.body.errors.audio_url[0], /names an upload that does not exist, has expired, or was uploaded with another partner's key/);
+      assert.match(refused.body.errors.audio_url[0], /names an upload that does not exist, has expired, was transcribed already, or was uploaded with another partner's key/);
     }
     assert.equal(await api.deps.db.transcript.count({ where: { partnerId: await partnerId(other.name) } }), before, 'nothing was queued');
   });
