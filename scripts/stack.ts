@@ -115,7 +115,7 @@ export async function waitFor(what: string, check: () => Promise<boolean>, timeo
 const errorLine = /level=(?:error|fatal)|"level":"(?:error|fatal)"|^panic:|^fatal error:/i;
 
 /** The error lines of a log (at most five), then its last lines. */
-export function reasonLines(log: string, lastLines = 20): string {
+function reasonLines(log: string, lastLines = 20): string {
   const lines = log.trimEnd().split('\n');
   const tailStart = Math.max(0, lines.length - lastLines);
   const errors = lines.slice(0, tailStart).filter((line) => errorLine.test(line)).slice(0, 5);

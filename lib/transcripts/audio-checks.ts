@@ -1,5 +1,5 @@
 import { open } from 'node:fs/promises';
-import { badRequest } from '../platform/errors.js';
+import { AppError, badRequest } from '../platform/errors.js';
 import { sniffAudioContainer } from '../audio/signatures.js';
 import { acceptedContainers, type AcceptedContainer } from './files.js';
 
@@ -16,6 +16,9 @@ export const maxTranscriptUploadBytes = 100 * 1024 * 1024;
 
 /** The transcription interface's 422: `{message, errors: {<field>: [...]}}`. */
 export const invalid = (field: string, message: string) => badRequest(`The request is invalid: ${field} ${message}`, { fieldErrors: { [field]: [message] } });
+
+/** The transcription interface's 429 (a rate or a concurrency limit), with Retry-After. */
+export const tooMany = (message: string, retryAfterSeconds: number) => new AppError('rate_limited', message, { retryAfterSeconds });
 
 /** Extensions a client may give its upload, and the container each must hold. */
 const extensionFamilies: Record<string, AcceptedContainer[]> = {

@@ -9,7 +9,7 @@ import { isWorkflowRunning } from '../platform/temporal.js';
 import { searchAttributes } from '../contracts/search-attributes.js';
 import { transcriptWorkflowId, transcriptWorkflowType, type TranscriptWorkflowInput } from '../contracts/transcript.js';
 import { acceptedContainers, transcriptFiles } from './files.js';
-import { checkUpload, invalid, type TranscriptUpload } from './audio-checks.js';
+import { checkUpload, invalid, tooMany, type TranscriptUpload } from './audio-checks.js';
 import { removeAudioUpload, uploadIdOf, usableUpload } from './uploads.js';
 import { deleteTranscript } from './processing.js';
 
@@ -67,8 +67,6 @@ async function reconcileStuck(deps: TranscriptApiDeps, partnerId: string): Promi
     await deps.storage.removePrefix(transcriptFiles.prefix(t.id));
   }
 }
-
-const tooMany = (message: string, retryAfterSeconds: number) => new AppError('rate_limited', message, { retryAfterSeconds });
 
 async function checkConcurrency(deps: TranscriptApiDeps, partnerId: string): Promise<void> {
   const limit = deps.config.transcription.concurrencyLimit;

@@ -2,9 +2,8 @@ import crypto from 'node:crypto';
 import type { Services } from '../services.js';
 import type { Principal } from '../platform/api-keys.js';
 import { consumeRateLimit } from '../platform/rate-limit.js';
-import { AppError } from '../platform/errors.js';
 import { audioUploadFiles, type AcceptedContainer } from './files.js';
-import { checkUpload, invalid, type TranscriptUpload } from './audio-checks.js';
+import { checkUpload, invalid, tooMany, type TranscriptUpload } from './audio-checks.js';
 
 /**
  * POST /v2/upload, AssemblyAI's way of sending a local file: the file is kept until a transcript is
@@ -16,8 +15,6 @@ import { checkUpload, invalid, type TranscriptUpload } from './audio-checks.js';
 export type AudioUploadDeps = Pick<Services, 'db' | 'storage' | 'config'>;
 
 const uploadPath = /^\/v2\/upload\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i;
-
-const tooMany = (message: string, retryAfterSeconds: number) => new AppError('rate_limited', message, { retryAfterSeconds });
 
 /**
  * Admission before the body is read: uploads count against the partner's transcription rate
@@ -80,6 +77,10 @@ export async function usableUpload(deps: AudioUploadDeps, principal: Principal, 
   if (!row || !usable) {
     throw invalid('audio_url', 'names an upload that does not exist, has expired, was transcribed already, or was uploaded with another partner\'s key (upload the file again)');
   }
+  return uploadOf(row);
+}
+
+function uploadOf(row: { id: string; partnerId: string | null; audioKind: string }): UsableUpload {
   const kind = row.audioKind as AcceptedContainer;
   return { id: row.id, storageKey: audioUploadFiles.file(row.partnerId, row.id, kind), kind };
 }
@@ -93,9 +94,6 @@ export async function removeAudioUpload(deps: Pick<Services, 'db' | 'storage'>, 
 /** Removes expired uploads (rows and files), at most `limit` a call; returns how many. */
 export async function removeExpiredAudioUploads(deps: Pick<Services, 'db' | 'storage'>, limit: number): Promise<number> {
   const expired = await deps.db.audioUpload.findMany({ where: { expiresAt: { lte: new Date() } }, orderBy: { expiresAt: 'asc' }, take: limit });
-  for (const row of expired) {
-    const kind = row.audioKind as AcceptedContainer;
-    await removeAudioUpload(deps, { id: row.id, storageKey: audioUploadFiles.file(row.partnerId, row.id, kind), kind });
-  }
+  for (const row of expired) await removeAudioUpload(deps, uploadOf(row));
   return expired.length;
 }
