@@ -228,7 +228,10 @@ describe('dialog analysis workflow: answers conform to the schemas, or the analy
     assert.equal(progress.transientFailures, 2);
     assert.equal(progress.attempts, 1);
     const failed = await waitForState(http, partner.key, b.id, 'failed');
-    assert.match(failed.error, /^the model API failed 4 times in a row over 4 seconds: .*overloaded/);
+    // The message gives the outage as measured: the window, plus the last call's round trip (which
+    // rounds up to 5 s on a loaded machine).
+    const over = /^the model API failed 4 times in a row over (\d+) seconds: .*overloaded/.exec(failed.error);
+    assert.ok(over && Number(over[1]) >= 4, failed.error);
     const times = callsOf(never).map((call) => call.at);
     assert.equal(times.length, 4, 'calls after 0, 1, 2 s and at the end of the window');
     const gaps = times.slice(1).map((t, i) => t - times[i]!);
