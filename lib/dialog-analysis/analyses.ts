@@ -14,6 +14,7 @@ import {
 } from '../contracts/dialog-analysis.js';
 import { validateDialogRequest, type RawDialogInput } from './request.js';
 import type { SchemaSandbox } from './schema-sandbox.js';
+import { isUuid } from '../platform/ids.js';
 
 /**
  * The API side of dialog analysis (POST and GET /v2/dialog_analyses): admission, validation,
@@ -26,7 +27,6 @@ export interface DialogAnalysisDeps extends Services {
 
 type Row = NonNullable<Awaited<ReturnType<Services['db']['dialogAnalysis']['findUnique']>>>;
 
-const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** An in-progress analysis this old without a workflow was left behind by an API crash (between insert and start). */
 const healAfterMs = 30_000;
 
@@ -123,7 +123,7 @@ async function heal(deps: DialogAnalysisDeps, row: Row): Promise<Row> {
 export async function readDialogAnalysis(deps: DialogAnalysisDeps, principal: Principal, id: string) {
   const missing = () =>
     notFound(`Dialog analysis ${dialogAnalysisPath(id)} not found: unknown, or its result expired (results are kept for ${retentionText(deps.config.dialogAnalysis.retentionSeconds)} after completion).`);
-  let row = uuid.test(id) ? await deps.db.dialogAnalysis.findUnique({ where: { id: id.toLowerCase() } }) : null;
+  let row = isUuid(id) ? await deps.db.dialogAnalysis.findUnique({ where: { id: id.toLowerCase() } }) : null;
   if (!row || (!principal.isAdmin && row.partnerId !== principal.partnerId)) throw missing();
   if (row.expiresAt && row.expiresAt <= new Date()) throw missing();
   row = await heal(deps, row);

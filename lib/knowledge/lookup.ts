@@ -1,6 +1,7 @@
 import type { Db } from '../platform/db.js';
 import { conflict, notFound } from '../platform/errors.js';
 import { findPartner } from '../partners/partners.js';
+import { isUuid } from '../platform/ids.js';
 
 /** Path lookups shared by every knowledge-base endpoint; each answers 404 with a clear detail. */
 export async function findKnowledgeBase(db: Db, partner: string, kb: string) {
@@ -10,11 +11,9 @@ export async function findKnowledgeBase(db: Db, partner: string, kb: string) {
   return { partner: p, kb: row };
 }
 
-const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 export async function findDocument(db: Db, partner: string, kb: string, documentId: string) {
   const found = await findKnowledgeBase(db, partner, kb);
-  const doc = uuidPattern.test(documentId)
+  const doc = isUuid(documentId)
     ? await db.document.findFirst({ where: { id: documentId, knowledgeBaseId: found.kb.id }, include: { folder: true } })
     : null;
   if (!doc) throw notFound(`document ${JSON.stringify(documentId)} does not exist in knowledge base ${JSON.stringify(kb)}`);
