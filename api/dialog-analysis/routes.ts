@@ -21,14 +21,20 @@ export function dialogAnalysisRoutes(deps: ApiDeps): RouteDefinition[] {
       responses: { 200: { description: 'Accepted', schema: dialogAnalysisView }, ...dialogAnalysisErrors, 503: { description: 'The workflow service is unavailable; nothing was kept' } },
       handler: async ({ body, principal }) => ({ body: await createDialogAnalysis(deps, sandbox, principal as Principal, body.input) }),
     }),
-    defineRoute<{ id: string }>({
-      method: 'get', path: '/v2/dialog_analyses/{id}', access: 'authenticated', summary: 'Read a dialog analysis',
+    readRoute('/v2/dialog_analyses/{id}', 'Read a dialog analysis'),
+    readRoute('/v2/dialog_analyses//v2/dialog_analyses/{id}', 'Read a dialog analysis (the id as returned, appended to the path)'),
+  ];
+
+  // The id is itself the path /v2/dialog_analyses/<uuid>: a client that appends it to the documented path gets the same answer.
+  function readRoute(path: string, summary: string) {
+    return defineRoute<{ id: string }>({
+      method: 'get', path, access: 'authenticated', summary,
       description:
         '`{id, state, created_at}`; when `completed` also `server_runtime` (seconds) and `output: {profile, feedback}`; when `failed` also `error`. ' +
         'Results are kept for DIALOG_ANALYSIS_RETENTION_SECONDS (24 hours) after completion or failure, then deleted (404). Other partners get 404.',
       params: dialogAnalysisIdParams,
       responses: { 200: { description: 'The analysis', schema: dialogAnalysisView }, 401: dialogAnalysisErrors[401], 404: notFoundResponse },
       handler: async ({ params, principal }) => ({ body: await readDialogAnalysis(deps, principal as Principal, params.id) }),
-    }),
-  ];
+    });
+  }
 }

@@ -41,6 +41,10 @@ describe('dialog analysis API: creation, validation, limits, keys', function () 
     const got = await http('GET', res.body.id, { key: partner.key });
     assert.equal(got.status, 200);
     assert.deepEqual(got.body, res.body);
+    // The id appended to the documented path GET /v2/dialog_analyses/{id}, as a client filling in the path does.
+    const filledIn = await http('GET', `/v2/dialog_analyses/${res.body.id}`, { key: partner.key });
+    assert.equal(filledIn.status, 200, JSON.stringify(filledIn.body));
+    assert.deepEqual(filledIn.body, res.body);
     const description = await api.deps.temporal.workflow.getHandle(dialogAnalysisWorkflowId(uuidOf(res.body.id))).describe();
     assert.equal(description.type, 'dialogAnalysis');
     assert.equal(description.status.name, 'RUNNING');
