@@ -13,7 +13,7 @@ export const speechBody: JsonSchema = {
   properties: {
     model: { type: 'string', enum: [publicSpeechModel] },
     voice: {
-      description: 'A built-in voice, an OpenAI voice name (an alias of a built-in voice, or a voice of the remote model when one is configured), or one of the key\'s partner\'s voices; the openai client\'s `{id}` form is accepted',
+      description: 'A built-in voice, an OpenAI voice name (an alias of a built-in voice, or a voice of the remote model when one is configured), or one of the key\'s partner\'s voices (by name or by its id); the openai client\'s `{id}` form is accepted',
       oneOf: [
         { type: 'string', minLength: 1, maxLength: 255 },
         { type: 'object', additionalProperties: false, required: ['id'], properties: { id: { type: 'string', minLength: 1, maxLength: 255 } } },

@@ -92,6 +92,6 @@ export interface PartnerVoice {
 export interface PartnerVoiceSource {
   /** The partner's voices, speakable or not. */
   list(partnerId: string): Promise<PartnerVoice[]>;
-  /** One voice by its exact name, or null. */
-  find(partnerId: string, name: string): Promise<PartnerVoice | null>;
+  /** One voice by its exact name, else by its id (the voice interface's `id`), or null. */
+  find(partnerId: string, nameOrId: string): Promise<PartnerVoice | null>;
 }

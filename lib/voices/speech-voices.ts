@@ -1,6 +1,7 @@
 import type { Voice } from '../../generated/prisma/client.js';
 import type { Db } from '../platform/db.js';
 import type { PartnerVoice, PartnerVoiceSource } from '../speech/index.js';
+import { isUuid } from '../platform/ids.js';
 
 /**
  * A partner's voices as /v2/audio/speech sees them (PartnerVoiceSource of lib/speech/voices.ts). A
@@ -25,8 +26,10 @@ export function partnerVoiceSource(db: Db): PartnerVoiceSource {
     async list(partnerId) {
       return (await db.voice.findMany({ where: { partnerId }, orderBy: { name: 'asc' } })).map(asPartnerVoice);
     },
-    async find(partnerId, name) {
-      const v = await db.voice.findUnique({ where: { partnerId_name: { partnerId, name } } });
+    async find(partnerId, nameOrId) {
+      const v =
+        (await db.voice.findUnique({ where: { partnerId_name: { partnerId, name: nameOrId } } })) ??
+        (isUuid(nameOrId) ? await db.voice.findFirst({ where: { id: nameOrId.toLowerCase(), partnerId } }) : null);
       return v ? asPartnerVoice(v) : null;
     },
   };

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import crypto from 'node:crypto';
 import path from 'node:path';
 import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { newPartner, unique } from '../support/fixtures.js';
@@ -380,7 +381,7 @@ describe('voices: recordings, samples, embeddings (local engines)', function () 
         assert.equal(early.status, 400);
         assert.match((await early.json()).error, /cannot be spoken yet/);
       }
-      await settled(http, partner.key, partner.name, name);
+      const voice = await settled(http, partner.key, partner.name, name);
       const r = await speech(name);
       assert.equal(r.status, 200, await r.clone().text());
       assert.equal(r.headers.get('content-type'), 'audio/wav');
@@ -391,6 +392,14 @@ describe('voices: recordings, samples, embeddings (local engines)', function () 
       assert.deepEqual({ kind: listed.kind, spoken_by: listed.spoken_by }, { kind: 'partner', spoken_by: 'kal' });
       const row = await api.deps.db.speechRequest.findFirstOrThrow({ where: { voice: name }, orderBy: { id: 'desc' } });
       assert.match(row.engine ?? '', /^flite:kal16$/);
+      // The spec's `voice` is a "voice ID": the voice's id (GET /api/voices/...) names it as its name does.
+      const byId = await speech(voice.id);
+      assert.equal(byId.status, 200, await byId.clone().text());
+      const latest = await api.deps.db.speechRequest.findFirstOrThrow({ orderBy: { id: 'desc' } });
+      assert.deepEqual({ voice: latest.voice, engine: latest.engine }, { voice: name, engine: row.engine }, 'recorded as the voice it named');
+      const unknownId = await speech(crypto.randomUUID());
+      assert.equal(unknownId.status, 400);
+      assert.match((await unknownId.json()).error, /is not a voice of this service/);
     });
   });
 
