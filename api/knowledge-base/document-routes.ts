@@ -6,6 +6,7 @@ import { findDocument } from '../../lib/knowledge/lookup.js';
 import { combinedKnowledgeBaseData, kbStats, listKnowledgeBaseDocuments, type ListingPage } from '../../lib/knowledge/document-views.js';
 import { deleteDocument, deleteFolder, deleteKnowledgeBase } from '../../lib/knowledge/deletion.js';
 import { channelFolderDetails } from '../../lib/channels/views.js';
+import { vendorSyncSummary } from '../../lib/vendor-sync/vendor-sync.js';
 import * as s from './schemas.js';
 
 /** Documents, and deletion of documents, folders and knowledge bases (spec 4.1-4.3). */
@@ -61,9 +62,9 @@ export function documentRoutes(deps: ApiDeps): RouteDefinition[] {
     defineRoute<P, ListingPage>({
       method: 'get', path: '/api/kb-data/{partner}/{kb}', access: 'partner', summary: 'Combined knowledge-base data (spec 2.6)',
       description: 'Optional `limit` (1-1000) and `cursor` page through `documents` as on `GET /api/documents/{partner}/{kb}` (then `next_cursor`); every other field is whole on every page.',
-      params: s.pathParams('partner', 'kb'), query: s.listingQuery, responses: { 200: { description: 'documents, folders, pending_folder_deletions, embedding_info, budget, folder_details, usage_totals, quota_info, deletion_requested_at' }, ...s.standardErrors },
+      params: s.pathParams('partner', 'kb'), query: s.listingQuery, responses: { 200: { description: 'documents, folders, pending_folder_deletions, embedding_info, budget, folder_details, usage_totals, quota_info, vendor_sync (partners with vendor sync enabled: `{counts: {eligible, pending, synced, failed, not_queued}, last_synced_at}`), deletion_requested_at' }, ...s.standardErrors },
       handler: async ({ params, query, principal }) => ({
-        body: await combinedKnowledgeBaseData(db, params.partner, params.kb, principal!.isAdmin, (kbId) => channelFolderDetails(db, kbId), query),
+        body: await combinedKnowledgeBaseData(db, params.partner, params.kb, principal!.isAdmin, { folderDetails: (kbId) => channelFolderDetails(db, kbId), vendorSync: (kbId) => vendorSyncSummary(db, kbId) }, query),
       }),
     }),
     defineRoute<P>({

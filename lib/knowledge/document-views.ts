@@ -110,7 +110,7 @@ async function embeddingSummary(db: Db, kb: { id: string; embeddingStatus: strin
   };
 }
 
-/** Spec 2.6 statistics, in one statement. */
+/** Spec 2.6 statistics, in one statement. A budget block is not an error (spec, Errors): error_count leaves it out. */
 async function knowledgeBaseStats(db: Db, knowledgeBaseId: string) {
   const [row] = await db.$queryRaw<Array<Record<string, number | bigint | null>>>`
     SELECT count(*)::int AS document_count,
@@ -120,7 +120,7 @@ async function knowledgeBaseStats(db: Db, knowledgeBaseId: string) {
            sum("digitizedCharCount") AS total_digitized_chars,
            sum("draftRewriteCharCount") AS total_draft_rewrite_chars,
            sum("finalRewriteCharCount") AS total_final_rewrite_chars,
-           count(*) FILTER (WHERE "processingError" IS NOT NULL OR "embeddingStatus" = 'failed')::int AS error_count,
+           count(*) FILTER (WHERE ("processingError" IS NOT NULL AND "processingError" NOT LIKE 'BUDGET_BLOCKED:%') OR "embeddingStatus" = 'failed')::int AS error_count,
            count(*) FILTER (WHERE "embeddingStatus" = 'success')::int AS embedded_count
     FROM "documents" WHERE "knowledgeBaseId" = ${knowledgeBaseId}::uuid AND "deletionRequestedAt" IS NULL`;
   const n = (k: string) => Number(row![k] ?? 0);
@@ -144,20 +144,26 @@ export async function listKnowledgeBaseDocuments(db: Db, partner: string, kbName
   return { ...knowledgeBase, ...listing, embedding_info };
 }
 
-/**
- * The combined data of spec 2.6. `folderDetails` gives the entries of the KB's video-channel
- * folders (lib/channels, a layer above this one, supplies them).
- */
-export async function combinedKnowledgeBaseData(db: Db, partner: string, kbName: string, admin: boolean, folderDetails: (knowledgeBaseId: string) => Promise<unknown[]>, page: ListingPage = {}) {
-  const { kb } = await findKnowledgeBase(db, partner, kbName);
+/** The parts of the combined data that layers above this one supply. */
+export interface CombinedDataSources {
+  /** The entries of the KB's video-channel folders (lib/channels). */
+  folderDetails(knowledgeBaseId: string): Promise<unknown[]>;
+  /** The public vendor-sync summary (lib/vendor-sync), asked only for a partner with sync enabled. */
+  vendorSync(knowledgeBaseId: string): Promise<object>;
+}
+
+/** The combined data of spec 2.6; `vendor_sync` only for a partner with vendor sync enabled. */
+export async function combinedKnowledgeBaseData(db: Db, partner: string, kbName: string, admin: boolean, sources: CombinedDataSources, page: ListingPage = {}) {
+  const { kb, partner: owner } = await findKnowledgeBase(db, partner, kbName);
   const allFolders = db.folder.findMany({ where: { knowledgeBaseId: kb.id }, orderBy: { name: 'asc' } });
-  const [listing, folders, embedding_info, budget, usage_totals, folder_details] = await Promise.all([
+  const [listing, folders, embedding_info, budget, usage_totals, folder_details, vendor_sync] = await Promise.all([
     documentsWithUsage(db, kb.id, admin, page, allFolders),
     allFolders,
     embeddingSummary(db, kb),
     budgetStatus(db, kb.id),
     usageTotals(db, { knowledgeBaseId: kb.id }),
-    folderDetails(kb.id),
+    sources.folderDetails(kb.id),
+    owner.vendorSyncEnabled ? sources.vendorSync(kb.id) : null,
   ]);
   return {
     name: kb.name,
@@ -169,6 +175,7 @@ export async function combinedKnowledgeBaseData(db: Db, partner: string, kbName:
     folder_details,
     usage_totals,
     quota_info: null,
+    ...(vendor_sync ? { vendor_sync } : {}),
     deletion_requested_at: kb.deletionRequestedAt?.toISOString() ?? null,
   };
 }

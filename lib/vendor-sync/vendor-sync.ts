@@ -99,3 +99,25 @@ export async function vendorSyncStatus(db: Db, partner: string, kbName: string) 
     })),
   };
 }
+
+/**
+ * The public `vendor_sync` summary of kb-data (spec 2.6), for a partner with sync enabled: how many
+ * of the KB's rewritten documents are mirrored, waiting, failed or never queued, and the last
+ * mirroring. The vendor's ids and the per-document errors stay on the administrator's
+ * GET /api/vendor-sync. One statement, whatever the document count.
+ */
+export async function vendorSyncSummary(db: Db, knowledgeBaseId: string) {
+  const [row] = await db.$queryRaw<Array<{ eligible: number; pending: number; synced: number; failed: number; not_queued: number; last_synced_at: Date | null }>>`
+    SELECT count(*)::int AS eligible,
+           count(*) FILTER (WHERE "vendorSyncStatus" = 'pending')::int AS pending,
+           count(*) FILTER (WHERE "vendorSyncStatus" = 'synced')::int AS synced,
+           count(*) FILTER (WHERE "vendorSyncStatus" = 'failed')::int AS failed,
+           count(*) FILTER (WHERE "vendorSyncStatus" IS NULL)::int AS not_queued,
+           max("vendorSyncedAt") AS last_synced_at
+    FROM "documents"
+    WHERE "knowledgeBaseId" = ${knowledgeBaseId}::uuid AND "deletionRequestedAt" IS NULL AND "fileRewritten" IS NOT NULL`;
+  return {
+    counts: { eligible: row!.eligible, pending: row!.pending, synced: row!.synced, failed: row!.failed, not_queued: row!.not_queued },
+    last_synced_at: row!.last_synced_at?.toISOString() ?? null,
+  };
+}

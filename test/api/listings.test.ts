@@ -80,7 +80,7 @@ describe('document listings and creation at scale', function () {
         await read();
         return counting.count() - before;
       };
-      const noDetails = async () => [];
+      const sources = { folderDetails: async () => [], vendorSync: async () => ({}) };
       // Warm: the first statements of a connection may differ.
       await listKnowledgeBaseDocuments(counting.db, small.partner.name, small.kb, false);
       const list = [
@@ -88,8 +88,8 @@ describe('document listings and creation at scale', function () {
         await measure(() => listKnowledgeBaseDocuments(counting.db, large.partner.name, large.kb, false)),
       ];
       const data = [
-        await measure(() => combinedKnowledgeBaseData(counting.db, small.partner.name, small.kb, false, noDetails)),
-        await measure(() => combinedKnowledgeBaseData(counting.db, large.partner.name, large.kb, false, noDetails)),
+        await measure(() => combinedKnowledgeBaseData(counting.db, small.partner.name, small.kb, false, sources)),
+        await measure(() => combinedKnowledgeBaseData(counting.db, large.partner.name, large.kb, false, sources)),
       ];
       const page = [
         await measure(() => listKnowledgeBaseDocuments(counting.db, small.partner.name, small.kb, false, { limit: 10 })),

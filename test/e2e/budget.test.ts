@@ -77,6 +77,9 @@ describe('knowledge-base budgets over HTTP and through workflows', function () {
     const status = await limits(partner, kb);
     assert.equal(status.characters.consumed, 100);
     assert.equal(status.characters.remaining, 50);
+    // A budget block is not an error (spec, Errors): the statistics do not count it as one.
+    const stats = (await http('GET', `/api/kb-stats/${partner.name}/${kb}`, { key: partner.key })).body;
+    assert.deepEqual({ document_count: stats.document_count, error_count: stats.error_count, embedded_count: stats.embedded_count }, { document_count: 2, error_count: 0, embedded_count: 1 });
     // Operators can find the blocked workflow. It sets these search attributes once the activity
     // that wrote BUDGET_BLOCKED: to the document has returned: wait on the workflow, not the row.
     await eventually('the search attributes of the blocked run', async () => {

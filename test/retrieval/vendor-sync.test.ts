@@ -41,6 +41,8 @@ describe('vendor sync to an external vector store', function () {
     const id = up.body.id as string;
     await eventually('embedded', async () => (await http('GET', `/api/document/${partner.name}/${kb}/${id}`, { key: partner.key })).body.embedding_status === 'success' || undefined, 120_000);
     assert.equal((await status()).body.counts.not_queued, 1, 'sync is off: nothing is mirrored');
+    const kbData = async () => (await http('GET', `/api/kb-data/${partner.name}/${kb}`, { key: partner.key })).body;
+    assert.ok(!('vendor_sync' in (await kbData())), 'kb-data has no vendor_sync summary while sync is off');
     assert.equal((await http('POST', `/api/vendor-sync/${partner.name}/${kb}/backfill`, { key: admin() })).status, 409, 'backfill while sync is disabled');
     assert.equal(upstream.files.size, 0);
 
@@ -50,6 +52,8 @@ describe('vendor sync to an external vector store', function () {
       const s = (await status()).body;
       return s.counts.synced === 1 ? s : undefined;
     });
+    // The partner's own view, in kb-data: counts and the last mirroring, no vendor ids.
+    assert.deepEqual((await kbData()).vendor_sync, { counts: { eligible: 1, pending: 0, synced: 1, failed: 0, not_queued: 0 }, last_synced_at: synced.documents[0].synced_at });
     const store = upstream.stores.get(synced.vector_store_id)!;
     assert.ok(store, 'the KB got its own vector store');
     const firstFile = synced.documents[0].vendor_file_id;
@@ -84,6 +88,7 @@ describe('vendor sync to an external vector store', function () {
     const failed = await eventually('failed', async () => ((await status()).body.counts.failed === 1 ? (await status()).body : undefined), 60_000);
     assert.match(failed.documents[0].error, /^the vector-store API answered HTTP 500: upstream outage \(unavailable for (\d+) s\)$/);
     assert.ok(upstream.uploadCalls - calls > 3, 'tried again for the whole window');
+    assert.deepEqual((await kbData()).vendor_sync.counts, { eligible: 1, pending: 0, synced: 0, failed: 1, not_queued: 0 });
     upstream.failUploads = false;
     const retry = await http('POST', `/api/vendor-sync/${partner.name}/${kb}/retry-failed`, { key: admin() });
     assert.deepEqual(retry.body, { status: 'queued', queued: 1 });
