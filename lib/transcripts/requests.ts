@@ -10,8 +10,9 @@ import { searchAttributes } from '../contracts/search-attributes.js';
 import { transcriptWorkflowId, transcriptWorkflowType, type TranscriptWorkflowInput } from '../contracts/transcript.js';
 import { acceptedContainers, transcriptFiles } from './files.js';
 import { checkUpload, invalid, tooMany, type TranscriptUpload } from './audio-checks.js';
-import { removeAudioUpload, uploadIdOf, usableUpload } from './uploads.js';
+import { removeAudioUpload, uploadNamedBy, usableUpload } from './uploads.js';
 import { deleteTranscript } from './processing.js';
+import { isUuid } from '../platform/ids.js';
 
 /**
  * The API side of /v2/transcript: admission (per-partner rate and concurrency limits), checks
@@ -127,7 +128,7 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
     });
   }
   if (body.audio_url && !/^https?:\/\//i.test(body.audio_url)) throw invalid('audio_url', 'must be an http or https URL');
-  const uploadId = body.audio_url ? uploadIdOf(body.audio_url, req.origin) : null;
+  const uploadId = body.audio_url ? await uploadNamedBy(deps, body.audio_url, req.origin) : null;
   const boostedWords = cleanBoostedWords(option(body, 'boosted_words', 'word_boost', []));
   const languageAuto = option(body, 'language_auto', 'language_detection', false);
   const fillerWords = option(body, 'filler_words', 'disfluencies', false);
@@ -195,11 +196,9 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
 /** A URL submission's answers repeat its `audio_url`, which AssemblyAI's Python client requires; an upload's have none. */
 const audioUrlOf = (audioUrl: string | null) => (audioUrl ? { audio_url: audioUrl } : {});
 
-const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /** The transcript a key may see: its partner's (every one for the administrator key), not past its retention; else 404. */
 async function visibleTranscript(deps: TranscriptApiDeps, principal: Principal, id: string) {
-  const row = uuid.test(id) ? await deps.db.transcript.findUnique({ where: { id: id.toLowerCase() } }) : null;
+  const row = isUuid(id) ? await deps.db.transcript.findUnique({ where: { id: id.toLowerCase() } }) : null;
   const visible = row && (principal.isAdmin || row.partnerId === principal.partnerId) && !(row.expiresAt && row.expiresAt <= new Date());
   if (!row || !visible) throw notFound('transcript not found');
   return row;

@@ -4,6 +4,7 @@ import type { Principal } from '../platform/api-keys.js';
 import { consumeRateLimit } from '../platform/rate-limit.js';
 import { audioUploadFiles, type AcceptedContainer } from './files.js';
 import { checkUpload, invalid, tooMany, type TranscriptUpload } from './audio-checks.js';
+import { uuidText } from '../platform/ids.js';
 
 /**
  * POST /v2/upload, AssemblyAI's way of sending a local file: the file is kept until a transcript is
@@ -14,7 +15,8 @@ import { checkUpload, invalid, tooMany, type TranscriptUpload } from './audio-ch
  */
 export type AudioUploadDeps = Pick<Services, 'db' | 'storage' | 'config'>;
 
-const uploadPath = /^\/v2\/upload\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/i;
+// A suffix: behind a proxy that adds a path prefix the client's URL has it.
+const uploadPath = new RegExp(`/v2/upload/(${uuidText})$`, 'i');
 
 /**
  * Admission before the body is read: uploads count against the partner's transcription rate
@@ -52,16 +54,24 @@ export async function storeAudioUpload(deps: AudioUploadDeps, principal: Princip
   return { upload_url: `${origin}/v2/upload/${id}` };
 }
 
-/** The upload an `audio_url` names when it is an upload_url of this API (its address, `/v2/upload/<id>`); null: any other URL. */
-export function uploadIdOf(audioUrl: string, origin: string): string | null {
+/**
+ * The upload an `audio_url` names when it is an upload_url of this API (`.../v2/upload/<id>`); null: any
+ * other URL, fetched as such. On the address the submission came to, the path alone decides (an
+ * unknown id is then a 422, not a fetch of ourselves). On another address (a second hostname, a
+ * proxy, an internal name) it is ours when an upload with that id exists: the id is a random UUID
+ * only this API hands out.
+ */
+export async function uploadNamedBy(deps: AudioUploadDeps, audioUrl: string, origin: string): Promise<string | null> {
   let url: URL;
   try {
     url = new URL(audioUrl);
   } catch {
     return null;
   }
-  if (url.origin !== new URL(origin).origin) return null;
-  return uploadPath.exec(url.pathname)?.[1]?.toLowerCase() ?? null;
+  const id = uploadPath.exec(url.pathname)?.[1]?.toLowerCase();
+  if (!id) return null;
+  if (url.origin === new URL(origin).origin) return id;
+  return (await deps.db.audioUpload.count({ where: { id } })) > 0 ? id : null;
 }
 
 export interface UsableUpload {

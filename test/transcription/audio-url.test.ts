@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { newPartner } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
 import { encodeAs, speak, wer } from '../support/audio.js';
 import { pdf } from '../support/samples.js';
+import { binary, startAudioHost } from '../support/audio-host.js';
 
 /**
  * What becomes of an `audio_url` that cannot be used. Submission only checks that it is an http(s)
@@ -19,27 +18,6 @@ import { pdf } from '../support/samples.js';
  */
 const MAX_BYTES = 64 * 1024;
 const escape = (text: string) => text.replace(/[$()*+.?[\\\]^{|}]/g, '\\$&');
-
-/** A loopback server whose answers the test chooses by path; every request is recorded. */
-async function startAudioHost(routes: Record<string, (res: http.ServerResponse) => void>) {
-  const requests: string[] = [];
-  const server = http.createServer((req, res) => {
-    requests.push(req.url ?? '');
-    const route = routes[req.url ?? ''];
-    if (route) route(res);
-    else res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return {
-    url: (p: string) => base + p,
-    requestsTo: (p: string) => requests.filter((r) => r === p).length,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
-  };
-}
 
 describe('transcription: audio_url that cannot be used', function () {
   this.timeout(300_000);
@@ -57,7 +35,6 @@ describe('transcription: audio_url that cannot be used', function () {
     // Real audio, over the bound: some four seconds of 16 kHz 16-bit PCM.
     large = fs.readFileSync(await speak('The river road will stay closed until the water level falls again next week.', 'flite-kal'));
     assert.ok(small.length < MAX_BYTES && large.length > MAX_BYTES, `${small.length} / ${large.length} bytes`);
-    const binary = (body: Buffer, type: string) => (res: http.ServerResponse) => void res.writeHead(200, { 'content-type': type, 'content-length': body.length }).end(body);
     host = await startAudioHost({
       '/small.mp3': binary(small, 'audio/mpeg'),
       '/large.wav': binary(large, 'audio/wav'),

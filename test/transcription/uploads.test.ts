@@ -6,6 +6,7 @@ import { client, eventually, startApi, startWorker, type RunningApi, type Runnin
 import { newPartner } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
 import { speak, wer } from '../support/audio.js';
+import { binary, startAudioHost } from '../support/audio-host.js';
 import { uploadFolder } from '../../api/http/upload-folder.js';
 
 /**
@@ -84,6 +85,38 @@ describe('transcription: uploading a local file first (POST /v2/upload)', functi
       assert.match(refused.body.errors.audio_url[0], /names an upload that does not exist, has expired, was transcribed already, or was uploaded with another partner's key/);
     }
     assert.equal(await api.deps.db.transcript.count({ where: { partnerId: await partnerId(other.name) } }), before, 'nothing was queued');
+  });
+
+  it('an upload_url reached through another address of this API (a second hostname, a proxy path prefix) is still the upload; that path on another host naming no upload is fetched as usual', async () => {
+    const other = await newPartner(call);
+    const clip = fs.readFileSync(clipPath);
+    const ids = [];
+    for (const rewrite of [(u: string) => u.replace('//127.0.0.1:', '//localhost:'), (u: string) => `http://gateway.invalid/speech${new URL(u).pathname}`]) {
+      const uploaded = await upload(other.key, clip);
+      assert.equal(uploaded.status, 200, JSON.stringify(uploaded.body));
+      const submitted = await call('POST', '/v2/transcript', { key: other.key, json: { audio_url: rewrite(uploaded.body.upload_url) } });
+      assert.equal(submitted.status, 200, JSON.stringify(submitted.body));
+      const row = await api.deps.db.transcript.findUniqueOrThrow({ where: { id: submitted.body.id.split('/').pop() } });
+      assert.equal(row.sourceKind, 'upload');
+      ids.push(submitted.body.id);
+      await eventually('the submitted upload to be used up', async () => (await uploadRow(uploaded.body.upload_url)) === null);
+    }
+
+    const path = '/v2/upload/11111111-2222-4333-8444-555555555555';
+    const host = await startAudioHost({ [path]: binary(clip, 'audio/wav') });
+    try {
+      const elsewhere = host.url(path);
+      const submitted = await call('POST', '/v2/transcript', { key: other.key, json: { audio_url: elsewhere } });
+      assert.equal(submitted.status, 200, JSON.stringify(submitted.body));
+      assert.equal((await api.deps.db.transcript.findUniqueOrThrow({ where: { id: submitted.body.id.split('/').pop() } })).sourceKind, 'url');
+      ids.push(submitted.body.id);
+      for (const id of ids) {
+        await eventually(`transcript ${id} to complete`, async () => (await call('GET', id, { key: other.key })).body.status === 'completed');
+      }
+      assert.equal(host.requestsTo(path), 1, 'the other host was asked for its audio');
+    } finally {
+      await host.close();
+    }
   });
 
   it('a body that is not audio, an empty one and one over 100 MB are refused (422 on file), and nothing is kept', async () => {
