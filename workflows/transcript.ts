@@ -34,6 +34,12 @@ const { completeTranscript, failTranscript, deleteTranscript } = proxyActivities
   retry: { initialInterval: '2s', maximumInterval: '1 minute' },
 });
 
+// AssemblyAI's delivery: 10 attempts in all, a 10 s answer window each (the activity's own bound).
+const { notifyTranscriptWebhook } = proxyActivities<Activities>({
+  startToCloseTimeout: '1 minute',
+  retry: { initialInterval: '5s', backoffCoefficient: 2, maximumInterval: '5 minutes', maximumAttempts: 10 },
+});
+
 /**
  * One transcript (contract: lib/contracts/transcript.ts): prepare → transcribe each segment (on the
  * audio task queue, `segmentConcurrency` at a time; a segment already done is never redone, so a
@@ -128,6 +134,16 @@ export async function transcript(input: TranscriptWorkflowInput): Promise<Transc
     // The row may have completed before the failure reached it: report what it says.
     if (!followsRow) setStatus('error');
     else if (outcome !== 'gone') setStatus(outcome);
+  }
+
+  // Decided by the input: executions started before webhooks existed have no `webhook` and replay as they ran.
+  if (input.webhook === true) {
+    progress.step = 'notify';
+    try {
+      await notifyTranscriptWebhook(ref);
+    } catch {
+      // Given up after the last attempt (the receiver's last status is on the row), or cancelled by a delete.
+    }
   }
 
   // Kept for the retention period; cancelling the workflow now deletes the transcript at once.

@@ -13,6 +13,9 @@ export const transcriptBody: JsonSchema = {
     filler_words: { type: 'boolean', description: 'Keep hesitations (uh, um, ...); default false' },
     format_text: { type: 'boolean', default: true, description: 'Capitals and sentence punctuation' },
     boosted_words: boostedWords('Terms to recognise more readily (at most 100, each 1-100 characters); in multipart, repeat the field `boosted_words[]`'),
+    webhook_url: { type: ['string', 'null'], format: 'uri', maxLength: 2048, description: 'http(s) URL POSTed `{transcript_id, status}` (JSON) once the transcript is `completed` or `error` (null: none)' },
+    webhook_auth_header_name: { type: ['string', 'null'], minLength: 1, maxLength: 256, pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", description: 'A header sent with every webhook delivery (with `webhook_auth_header_value`)' },
+    webhook_auth_header_value: { type: ['string', 'null'], minLength: 1, maxLength: 4096, pattern: '^[^\\u0000-\\u0008\\u000a-\\u001f\\u007f]*$', description: 'Its value: a secret of your receiver, never shown in answers' },
     // AssemblyAI's names for the same options, which its official clients send.
     language_detection: { type: 'boolean', description: 'AssemblyAI\'s name for `language_auto` (send one of the two)' },
     disfluencies: { type: 'boolean', description: 'AssemblyAI\'s name for `filler_words` (send one of the two)' },
@@ -43,6 +46,10 @@ export const transcriptObject: JsonSchema = {
     text: { type: 'string', description: 'present when completed' },
     audio_duration: { type: 'integer', description: 'seconds, present when completed' },
     error: { type: 'string', description: 'present when status is error' },
+    webhook_url: { type: 'string', description: 'When one was given: the webhook' },
+    webhook_auth: { type: 'boolean', description: 'When a webhook was given: whether its deliveries carry an auth header' },
+    webhook_auth_header_name: { type: ['string', 'null'], description: 'When a webhook was given: the auth header\'s name' },
+    webhook_status_code: { type: ['integer', 'null'], description: 'When a webhook was given: the HTTP status its receiver answered the last delivery with (null until one answered)' },
   },
 };
 

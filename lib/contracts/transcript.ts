@@ -4,7 +4,8 @@ import { defineQuery, defineSignal } from '@temporalio/workflow';
  * Contract of the `transcript` workflow: one execution per transcript (ID `transcript-<uuid>`, the
  * uuid of `/v2/transcript/<uuid>`). It prepares the audio (download or upload, probe, 16 kHz WAV,
  * pauses, segment plan), transcribes the segments on the audio task queue, joins and formats the
- * text, then keeps the finished transcript for the retention period and deletes it.
+ * text, announces the end to the transcript's webhook (if any), then keeps the finished transcript
+ * for the retention period and deletes it.
  */
 export const transcriptWorkflowType = 'transcript';
 export const transcriptWorkflowId = (transcriptId: string) => `transcript-${transcriptId}`;
@@ -19,9 +20,11 @@ export interface TranscriptWorkflowInput {
   heartbeatTimeoutSeconds: number;
   /** How long the finished transcript is kept before the workflow deletes it (TRANSCRIPT_RETENTION_SECONDS). */
   retentionSeconds: number;
+  /** The transcript has a webhook_url to announce its end to (absent in executions started before webhooks). */
+  webhook?: boolean;
 }
 
-export const transcriptSteps = ['prepare', 'transcribe', 'finish', 'retain'] as const;
+export const transcriptSteps = ['prepare', 'transcribe', 'finish', 'notify', 'retain'] as const;
 export type TranscriptStep = (typeof transcriptSteps)[number];
 
 /** The transcript statuses of spec 2.2. */

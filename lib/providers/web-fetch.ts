@@ -79,6 +79,8 @@ export interface FetchPageOptions {
   headers?: Record<string, string>;
   /** The Accept header (default: HTML and text first). */
   accept?: string;
+  /** Send this body with POST instead of a GET (a webhook delivery); pair it with `maxRedirects: 0`. */
+  post?: { body: Buffer; contentType: string };
 }
 
 export interface FetchedPage {
@@ -281,7 +283,7 @@ async function vetHost(url: URL, original: string, options: FetchPageOptions): P
 }
 
 /** One request to the vetted addresses; resolves with the response head. */
-function requestOnce(url: URL, vetted: Vetted[], options: { userAgent: string; accept?: string; headers?: Record<string, string> }, signal: AbortSignal) {
+function requestOnce(url: URL, vetted: Vetted[], options: Pick<FetchPageOptions, 'accept' | 'headers' | 'post'> & { userAgent: string }, signal: AbortSignal) {
   const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
   const isHttps = url.protocol === 'https:';
   const lookup = (
@@ -297,13 +299,14 @@ function requestOnce(url: URL, vetted: Vetted[], options: { userAgent: string; a
     host,
     port: url.port ? Number(url.port) : isHttps ? 443 : 80,
     path: `${url.pathname}${url.search}`,
-    method: 'GET',
+    method: options.post ? 'POST' : 'GET',
     headers: {
       ...options.headers,
       host: url.host,
       'user-agent': options.userAgent,
       accept: options.accept ?? 'text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5',
       'accept-encoding': 'gzip, deflate, br',
+      ...(options.post ? { 'content-type': options.post.contentType, 'content-length': String(options.post.body.length) } : {}),
     },
     agent: false,
     signal,
@@ -314,7 +317,7 @@ function requestOnce(url: URL, vetted: Vetted[], options: { userAgent: string; a
   return new Promise<http.IncomingMessage>((resolve, reject) => {
     const req = (isHttps ? https : http).request(requestOptions, resolve);
     req.on('error', reject);
-    req.end();
+    req.end(options.post?.body);
   });
 }
 
@@ -376,7 +379,7 @@ async function run<T>(original: string, options: FetchPageOptions, signal: Abort
     if (signal.aborted) throw signal.reason;
     let res: http.IncomingMessage;
     try {
-      res = await requestOnce(url, vetted, { userAgent, accept: options.accept, headers: options.headers }, signal);
+      res = await requestOnce(url, vetted, { userAgent, accept: options.accept, headers: options.headers, post: options.post }, signal);
     } catch (err) {
       if (signal.aborted) throw signal.reason;
       throw networkError(original, url, err);

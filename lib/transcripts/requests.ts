@@ -13,6 +13,7 @@ import { checkUpload, invalid, tooMany, type TranscriptUpload } from './audio-ch
 import { removeAudioUpload, uploadNamedBy, usableUpload } from './uploads.js';
 import { deleteTranscript } from './processing.js';
 import { isUuid } from '../platform/ids.js';
+import { webhookOf, webhookView, type TranscriptWebhookRequest } from './webhooks.js';
 
 /**
  * The API side of /v2/transcript: admission (per-partner rate and concurrency limits), checks
@@ -22,7 +23,7 @@ import { isUuid } from '../platform/ids.js';
  */
 export type TranscriptApiDeps = Pick<Services, 'db' | 'storage' | 'config'> & { temporal: Client };
 
-export interface TranscriptRequestBody {
+export interface TranscriptRequestBody extends TranscriptWebhookRequest {
   audio_url?: string;
   /** Present only when a client sent `audio` as a JSON member or a text field, which is refused. */
   audio?: unknown;
@@ -118,7 +119,7 @@ export interface SubmitRequest {
  * preflight check may race) and the row, the upload moved into storage, the workflow started.
  * A start that fails leaves nothing behind (503).
  */
-export async function submitTranscript(deps: TranscriptApiDeps, principal: Principal, req: SubmitRequest): Promise<{ id: string; status: 'queued'; audio_url?: string }> {
+export async function submitTranscript(deps: TranscriptApiDeps, principal: Principal, req: SubmitRequest): Promise<{ id: string; status: 'queued'; audio_url?: string } & ReturnType<typeof webhookView>> {
   const { body, upload } = req;
   if (body.audio !== undefined) throw invalid('audio', req.json ? 'upload the audio as a multipart file (field audio), or send audio_url' : 'must be a file, not a text field');
   if (body.audio_url && upload) throw invalid('audio', 'send audio_url or an audio file, not both');
@@ -132,6 +133,7 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
   const boostedWords = cleanBoostedWords(option(body, 'boosted_words', 'word_boost', []));
   const languageAuto = option(body, 'language_auto', 'language_detection', false);
   const fillerWords = option(body, 'filler_words', 'disfluencies', false);
+  const webhook = webhookOf(body);
   const uploaded = uploadId ? await usableUpload(deps, principal, uploadId) : null;
   const kind = upload ? await checkUpload(upload) : (uploaded?.kind ?? null);
 
@@ -159,6 +161,7 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
         fillerWords,
         formatText: body.format_text,
         boostedWords,
+        ...webhook,
       },
     });
   });
@@ -173,6 +176,7 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
       segmentConcurrency: t.segmentConcurrency,
       heartbeatTimeoutSeconds: t.heartbeatTimeoutSeconds,
       retentionSeconds: t.retentionSeconds,
+      ...(webhook.webhookUrl ? { webhook: true } : {}),
     };
     await deps.temporal.workflow.start(transcriptWorkflowType, {
       taskQueue: deps.config.temporalTaskQueue,
@@ -190,7 +194,7 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
   }
   // A submitted upload is used up (its transcript has its copy); were this to fail, it would expire.
   if (uploaded) await removeAudioUpload(deps, uploaded).catch(() => undefined);
-  return { id: `/v2/transcript/${id}`, status: 'queued', ...audioUrlOf(body.audio_url ?? null) };
+  return { id: `/v2/transcript/${id}`, status: 'queued', ...audioUrlOf(body.audio_url ?? null), ...webhookView({ ...webhook, webhookStatusCode: null }) };
 }
 
 /** A URL submission's answers repeat its `audio_url`, which AssemblyAI's Python client requires; an upload's have none. */
@@ -211,7 +215,7 @@ async function visibleTranscript(deps: TranscriptApiDeps, principal: Principal, 
  */
 export async function readTranscript(deps: TranscriptApiDeps, principal: Principal, id: string) {
   const row = await visibleTranscript(deps, principal, id);
-  const base = { id: `/v2/transcript/${row.id}`, status: row.status, ...audioUrlOf(row.audioUrl) };
+  const base = { id: `/v2/transcript/${row.id}`, status: row.status, ...audioUrlOf(row.audioUrl), ...webhookView(row) };
   if (row.status === 'completed') return { ...base, text: row.text ?? '', audio_duration: row.audioDurationSeconds ?? 0 };
   if (row.status === 'error') return { ...base, error: row.error ?? 'transcription failed' };
   return base;

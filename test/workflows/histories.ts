@@ -32,7 +32,8 @@ function payloadText(value: unknown): string {
  * The path a run took, from its history: how it ended, and for document pipelines whether it was
  * budget-blocked, retried after a failed step, replaced by a new request, or continued as new
  * between two model calls of a rewrite, or waited out an outage of every model or of a service a
- * step needs; for dialog analyses and vendor syncs whether a provider outage was waited out. Null: not worth keeping
+ * step needs; for dialog analyses and vendor syncs whether a provider outage was waited out; for transcripts
+ * whether a webhook was called. Null: not worth keeping
  * (terminated by hand, timed out).
  */
 export function pathOf(type: string, events: HistoryEvent[]): string | null {
@@ -51,6 +52,7 @@ export function pathOf(type: string, events: HistoryEvent[]): string | null {
   if (ended !== null && type === 'dialogAnalysis' && events.some((e) => e.markerRecordedEventAttributes && payloadText(e).includes('dialog-analysis-outage-window'))) return `${ended}-after-outage`;
   const waitedOutOutage = events.some((e) => e.activityTaskFailedEventAttributes?.failure?.applicationFailureInfo?.type === 'ServiceUnavailable');
   if (ended !== null && type === 'vendorSync' && waitedOutOutage) return `${ended}-after-outage`;
+  if (ended !== null && type === 'transcript' && events.some((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'notifyTranscriptWebhook')) return `${ended}-after-webhook`;
   if (ended === null || type !== 'documentPipeline') return ended;
   if (ended === 'continued-as-new' && events.some((e) => e.markerRecordedEventAttributes && payloadText(e).includes('rewrite-continues-as-new'))) return 'continued-as-new-mid-rewrite';
   if (ended !== 'completed') return ended === 'running' ? null : ended;
