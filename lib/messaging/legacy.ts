@@ -66,7 +66,6 @@ export async function requestLegacyCompletion(deps: Services & { temporal: Clien
   return { id: legacyPath(id), state: 'in-progress' };
 }
 
-
 /** Only the key that requested a completion may read it; expired and unknown ids are 404 alike. */
 export async function readLegacyCompletion(deps: Services, key: QuotaKeyPrincipal, id: string) {
   const row = isUuid(id) ? await deps.db.legacyCompletion.findUnique({ where: { id } }) : null;

@@ -74,7 +74,8 @@ export async function deliverTranscriptWebhook(deps: Pick<Services, 'db' | 'conf
       allowPrivate: deps.config.urlFetchAllowPrivate,
       allowLoopback: deps.config.urlFetchAllowLoopback,
       maxRedirects: 0,
-      maxBytes: 64 * 1024,
+      // Only the receiver's status matters; an answer over this bound ends the delivery as refused (status unknown).
+      maxBytes: 1024 * 1024,
       timeoutMs: deliveryTimeoutMs,
     });
     await record(answered.status);
