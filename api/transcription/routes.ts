@@ -5,7 +5,8 @@ import type { Principal } from '../../lib/platform/api-keys.js';
 import { admitTranscript, deleteTranscriptNow, readTranscript, submitTranscript, type TranscriptRequestBody } from '../../lib/transcripts/requests.js';
 import { maxTranscriptUploadBytes } from '../../lib/transcripts/audio-checks.js';
 import { admitAudioUpload, storeAudioUpload } from '../../lib/transcripts/uploads.js';
-import { audioUploadObject, errorBody, transcriptBody, transcriptIdParams, transcriptionErrors, transcriptObject } from './schemas.js';
+import { audioUploadObject, errorBody, transcriptBody, transcriptIdParams, transcriptionErrors, transcriptList, transcriptListQuery, transcriptObject } from './schemas.js';
+import { listTranscripts, type TranscriptListQuery } from '../../lib/transcripts/listing.js';
 
 /** The transcription interface (spec 4.2). Error bodies: `{error}`, and 422 `{message, errors}` for invalid input. */
 export function transcriptionRoutes(deps: ApiDeps): RouteDefinition[] {
@@ -46,6 +47,17 @@ export function transcriptionRoutes(deps: ApiDeps): RouteDefinition[] {
         const file = files[0]!;
         return { body: await storeAudioUpload(deps, principal as Principal, { path: file.path, originalName: '', size: file.size }, originOf(req)) };
       },
+    }),
+    defineRoute<unknown, TranscriptListQuery>({
+      method: 'get',
+      path: '/v2/transcript',
+      access: 'authenticated',
+      summary: "List transcripts (AssemblyAI's transcripts.list)",
+      description:
+        "The key's transcripts (every one for the administrator key) within their retention, newest first: `{page_details: {limit, result_count, current_url, prev_url, next_url}, transcripts: [{id, resource_url, status, created, completed, audio_url, error}]}`. `prev_url` is the page of older ones (`before_id`), `next_url` of newer ones (`after_id`); null when there is none now.",
+      query: transcriptListQuery,
+      responses: { 200: { description: 'A page of transcripts', schema: transcriptList }, ...transcriptionErrors },
+      handler: async ({ query, principal, req }) => ({ body: await listTranscripts(deps, principal as Principal, query, originOf(req)) }),
     }),
     pollRoute(
       '/v2/transcript/{id}',

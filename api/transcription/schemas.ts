@@ -53,6 +53,56 @@ export const transcriptObject: JsonSchema = {
   },
 };
 
+export const transcriptListQuery: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    limit: { type: 'integer', minimum: 1, maximum: 200, default: 10, description: 'Transcripts a page holds at most' },
+    status: { type: 'string', enum: ['queued', 'processing', 'completed', 'error'] },
+    created_on: { type: 'string', pattern: '^\\d{4}-\\d{2}-\\d{2}$', description: 'YYYY-MM-DD: created that day (UTC)' },
+    before_id: { type: 'string', minLength: 1, maxLength: 100, description: 'Older than this transcript (its id, or its uuid)' },
+    after_id: { type: 'string', minLength: 1, maxLength: 100, description: 'Newer than this transcript (its id, or its uuid)' },
+    throttled_only: { type: 'boolean', description: 'AssemblyAI\'s deprecated filter: nothing is throttled here, so `true` lists nothing' },
+  },
+};
+
+const nullableString: JsonSchema = { type: ['string', 'null'] };
+
+export const transcriptList: JsonSchema = {
+  type: 'object',
+  required: ['page_details', 'transcripts'],
+  properties: {
+    page_details: {
+      type: 'object',
+      required: ['limit', 'result_count', 'current_url', 'prev_url', 'next_url'],
+      properties: {
+        limit: { type: 'integer' },
+        result_count: { type: 'integer' },
+        current_url: { type: 'string' },
+        prev_url: { ...nullableString, description: 'The page of older transcripts; null: none' },
+        next_url: { ...nullableString, description: 'The page of newer transcripts; null: none' },
+      },
+    },
+    transcripts: {
+      type: 'array',
+      description: 'Newest first',
+      items: {
+        type: 'object',
+        required: ['id', 'resource_url', 'status', 'created', 'completed', 'audio_url', 'error'],
+        properties: {
+          id: { type: 'string', description: '/v2/transcript/<id>' },
+          resource_url: { type: 'string' },
+          status: { type: 'string', enum: ['queued', 'processing', 'completed', 'error'] },
+          created: { type: 'string', format: 'date-time' },
+          completed: { ...nullableString, description: 'When it completed; null otherwise' },
+          audio_url: { ...nullableString, description: 'The submitted audio_url; null for an upload' },
+          error: { ...nullableString, description: 'Why it failed, when status is error' },
+        },
+      },
+    },
+  },
+};
+
 export const audioUploadObject: JsonSchema = {
   type: 'object',
   required: ['upload_url'],

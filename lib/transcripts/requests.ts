@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
+import type { Prisma } from '../platform/db.js';
 import type { Services } from '../services.js';
 import type { Principal } from '../platform/api-keys.js';
 import { AppError, badRequest, conflict, notFound } from '../platform/errors.js';
@@ -200,11 +201,15 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
 /** A URL submission's answers repeat its `audio_url`, which AssemblyAI's Python client requires; an upload's have none. */
 const audioUrlOf = (audioUrl: string | null) => (audioUrl ? { audio_url: audioUrl } : {});
 
-/** The transcript a key may see: its partner's (every one for the administrator key), not past its retention; else 404. */
-async function visibleTranscript(deps: TranscriptApiDeps, principal: Principal, id: string) {
-  const row = isUuid(id) ? await deps.db.transcript.findUnique({ where: { id: id.toLowerCase() } }) : null;
-  const visible = row && (principal.isAdmin || row.partnerId === principal.partnerId) && !(row.expiresAt && row.expiresAt <= new Date());
-  if (!row || !visible) throw notFound('transcript not found');
+/** The transcripts a key may see: its partner's (every one for the administrator key), not past their retention. */
+export function visibleTo(principal: Principal): Prisma.TranscriptWhereInput {
+  return { ...(principal.isAdmin ? {} : { partnerId: principal.partnerId }), OR: [{ expiresAt: null }, { expiresAt: { gt: new Date() } }] };
+}
+
+/** One transcript the key may see (`id`: its uuid); else 404. */
+export async function visibleTranscript(deps: Pick<TranscriptApiDeps, 'db'>, principal: Principal, id: string) {
+  const row = isUuid(id) ? await deps.db.transcript.findFirst({ where: { id: id.toLowerCase(), ...visibleTo(principal) } }) : null;
+  if (!row) throw notFound('transcript not found');
   return row;
 }
 

@@ -91,6 +91,51 @@ describe("transcription through AssemblyAI's official client", function () {
     assert.equal(await api.deps.db.transcript.findUnique({ where: { id: uuid } }), null);
   });
 
+  it("transcripts.list() pages the key's transcripts newest first (prev_url older, next_url newer), filters by status, and shows no other partner's", async () => {
+    const lister = await newPartner(client(api.url));
+    const own = new AssemblyAI({ apiKey: lister.key, baseUrl: api.url });
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await own.transcripts.submit({ audio: audioUrl })).id);
+    // A URL that answers 404 (this API's own, unknown path): the transcript ends in error at once.
+    const failed = (await own.transcripts.submit({ audio: `${api.url}/none.wav` })).id;
+    await eventually('all four finished', async () => (await Promise.all([...ids, failed].map((id) => own.transcripts.get(id)))).every((t) => t.status === 'completed' || t.status === 'error'));
+    const newestFirst = [...ids, failed].reverse();
+
+    const first = await own.transcripts.list({ limit: 2 });
+    assert.deepEqual(first.transcripts.map((t) => t.id), newestFirst.slice(0, 2));
+    assert.deepEqual({ limit: first.page_details.limit, count: first.page_details.result_count, next: first.page_details.next_url }, { limit: 2, count: 2, next: null });
+    const item = first.transcripts[0]!;
+    assert.equal(item.resource_url, `${api.url}${item.id}`);
+    assert.ok(item.created instanceof Date && Date.now() - item.created.getTime() < 300_000, 'created is a date the client parsed');
+    const older = await own.transcripts.list(first.page_details.prev_url!);
+    assert.deepEqual(older.transcripts.map((t) => t.id), newestFirst.slice(2, 4));
+    assert.equal(older.page_details.prev_url, null, 'nothing older');
+    const newer = await own.transcripts.list(older.page_details.next_url!);
+    assert.deepEqual(newer.transcripts.map((t) => t.id), newestFirst.slice(0, 2));
+
+    const errors = await own.transcripts.list({ status: 'error' });
+    assert.deepEqual(errors.transcripts.map((t) => ({ id: t.id, completed: t.completed, failed: typeof t.error === 'string' && t.error.length > 0 })), [{ id: failed, completed: null, failed: true }]);
+    const completed = await own.transcripts.list({ status: 'completed', limit: 10 });
+    assert.deepEqual(completed.transcripts.map((t) => t.id), [...ids].reverse());
+    assert.ok(completed.transcripts.every((t) => t.completed instanceof Date && t.audio_url === audioUrl && t.error === null));
+
+    const listedByOther = await assemblyai().transcripts.list({ limit: 200 });
+    assert.ok(!listedByOther.transcripts.some((t) => [...ids, failed].includes(t.id)), "another partner's key does not list them");
+    const http = client(api.url);
+    const refusals: Array<[string, string, string]> = [
+      [lister.key, 'limit=0', 'limit'],
+      [lister.key, 'status=done', 'status'],
+      [lister.key, 'created_on=yesterday', 'created_on'],
+      [partner.key, `before_id=${encodeURIComponent(ids[0]!)}`, 'before_id'],
+      [lister.key, 'before_id=x&after_id=y', 'after_id'],
+    ];
+    for (const [key, query, field] of refusals) {
+      const refused = await http('GET', `/v2/transcript?${query}`, { key });
+      assert.equal(refused.status, 422, `${query}: ${JSON.stringify(refused.body)}`);
+      assert.ok(refused.body.errors[field], `${query}: ${JSON.stringify(refused.body)}`);
+    }
+  });
+
   it("a refused request shows the service's reason, not a bare status", async () => {
     await assert.rejects(assemblyai().transcripts.submit({ audio_url: 'ftp://example.org/clip.wav' }), /audio_url must be an http or https URL/);
     await assert.rejects(
