@@ -15,6 +15,6 @@ export function createTranscriptActivities(deps: TranscriptDeps & Pick<Services,
       failTranscript(deps, transcriptId, message, retentionSeconds),
     deleteTranscript: ({ transcriptId }: TranscriptRef) => deleteTranscript(deps, transcriptId),
     /** One attempt at the transcript's webhook; throws (retried by the workflow's policy) when another attempt may pass. */
-    notifyTranscriptWebhook: async ({ transcriptId }: TranscriptRef) => (await deliverTranscriptWebhook(deps, transcriptId)).kind,
+    notifyTranscriptWebhook: ({ transcriptId }: TranscriptRef) => deliverTranscriptWebhook(deps, transcriptId),
   };
 }

@@ -9,6 +9,8 @@ import { defineQuery, defineSignal } from '@temporalio/workflow';
  */
 export const transcriptWorkflowType = 'transcript';
 export const transcriptWorkflowId = (transcriptId: string) => `transcript-${transcriptId}`;
+/** A transcript's id as the API answers it (spec 2.2: path form). */
+export const transcriptPath = (transcriptId: string) => `/v2/transcript/${transcriptId}`;
 
 export interface TranscriptWorkflowInput {
   transcriptId: string;

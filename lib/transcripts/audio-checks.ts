@@ -17,6 +17,11 @@ export const maxTranscriptUploadBytes = 100 * 1024 * 1024;
 /** The transcription interface's 422: `{message, errors: {<field>: [...]}}`. */
 export const invalid = (field: string, message: string) => badRequest(`The request is invalid: ${field} ${message}`, { fieldErrors: { [field]: [message] } });
 
+/** A URL the worker will fetch or call: http or https only, else a 422 on `field`. */
+export function requireHttpUrl(field: string, url: string): void {
+  if (!/^https?:\/\//i.test(url)) throw invalid(field, 'must be an http or https URL');
+}
+
 /** The transcription interface's 429 (a rate or a concurrency limit), with Retry-After. */
 export const tooMany = (message: string, retryAfterSeconds: number) => new AppError('rate_limited', message, { retryAfterSeconds });
 

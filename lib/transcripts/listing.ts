@@ -1,8 +1,8 @@
 import type { Prisma } from '../platform/db.js';
 import type { Principal } from '../platform/api-keys.js';
-import type { TranscriptStatus } from '../contracts/transcript.js';
+import { transcriptPath, type TranscriptStatus } from '../contracts/transcript.js';
 import { invalid } from './audio-checks.js';
-import { visibleTo, visibleTranscript, type TranscriptApiDeps } from './requests.js';
+import { findVisibleTranscript, visibleTo, type TranscriptApiDeps } from './requests.js';
 
 /**
  * GET /v2/transcript, AssemblyAI's `transcripts.list()`: the key's transcripts (every one for the
@@ -39,33 +39,22 @@ export async function listTranscripts(deps: Pick<TranscriptApiDeps, 'db'>, princ
   }
 
   const cursorField = query.before_id !== undefined ? 'before_id' : query.after_id !== undefined ? 'after_id' : null;
-  let rows: Awaited<ReturnType<typeof deps.db.transcript.findMany>> = [];
-  let hasOlder = false;
-  let hasNewer = false;
-  if (!query.throttled_only) {
-    if (cursorField === null) {
-      rows = await deps.db.transcript.findMany({ where: { AND: where }, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }], take: limit + 1 });
-      hasOlder = rows.length > limit;
-    } else {
-      const anchor = await visibleTranscript(deps, principal, uuidOf(query[cursorField]!)).catch(() => {
-        throw invalid(cursorField, 'names no transcript of this key (unknown, another partner\'s, or past its retention)');
-      });
-      const at = anchor.createdAt;
-      if (cursorField === 'before_id') {
-        where.push({ OR: [{ createdAt: { lt: at } }, { createdAt: at, id: { lt: anchor.id } }] });
-        rows = await deps.db.transcript.findMany({ where: { AND: where }, orderBy: [{ createdAt: 'desc' }, { id: 'desc' }], take: limit + 1 });
-        hasOlder = rows.length > limit;
-        hasNewer = true;
-      } else {
-        where.push({ OR: [{ createdAt: { gt: at } }, { createdAt: at, id: { gt: anchor.id } }] });
-        rows = (await deps.db.transcript.findMany({ where: { AND: where }, orderBy: [{ createdAt: 'asc' }, { id: 'asc' }], take: limit + 1 })).reverse();
-        hasNewer = rows.length > limit;
-        if (hasNewer) rows = rows.slice(1);
-        hasOlder = true;
-      }
-    }
-    rows = rows.slice(0, limit);
+  // Newer pages are read oldest first from the anchor, then turned round: every page is newest first.
+  const newerPage = cursorField === 'after_id';
+  if (cursorField !== null && !query.throttled_only) {
+    const anchor = await findVisibleTranscript(deps, principal, uuidOf(query[cursorField]!));
+    if (!anchor) throw invalid(cursorField, 'names no transcript of this key (unknown, another partner\'s, or past its retention)');
+    const at = anchor.createdAt;
+    where.push(newerPage ? { OR: [{ createdAt: { gt: at } }, { createdAt: at, id: { gt: anchor.id } }] } : { OR: [{ createdAt: { lt: at } }, { createdAt: at, id: { lt: anchor.id } }] });
   }
+  const order = newerPage ? 'asc' : 'desc';
+  const found = query.throttled_only ? [] : await deps.db.transcript.findMany({ where: { AND: where }, orderBy: [{ createdAt: order }, { id: order }], take: limit + 1 });
+  const more = found.length > limit;
+  const rows = found.slice(0, limit);
+  if (newerPage) rows.reverse();
+  // Beyond a cursor lies its anchor: older than a newer page, newer than an older one.
+  const hasOlder = newerPage ? rows.length > 0 : more;
+  const hasNewer = newerPage ? more : cursorField === 'before_id';
 
   const pageUrl = (cursor: Record<string, string> | null) => {
     const params = new URLSearchParams();
@@ -76,7 +65,6 @@ export async function listTranscripts(deps: Pick<TranscriptApiDeps, 'db'>, princ
     for (const [k, v] of Object.entries(cursor ?? {})) params.set(k, v);
     return `${origin}/v2/transcript?${params}`;
   };
-  const idOf = (row: { id: string }) => `/v2/transcript/${row.id}`;
   const first = rows[0];
   const last = rows.at(-1);
   return {
@@ -84,12 +72,12 @@ export async function listTranscripts(deps: Pick<TranscriptApiDeps, 'db'>, princ
       limit,
       result_count: rows.length,
       current_url: pageUrl(cursorField ? { [cursorField]: query[cursorField]! } : null),
-      prev_url: hasOlder && last ? pageUrl({ before_id: idOf(last) }) : null,
-      next_url: hasNewer && first ? pageUrl({ after_id: idOf(first) }) : null,
+      prev_url: hasOlder && last ? pageUrl({ before_id: transcriptPath(last.id) }) : null,
+      next_url: hasNewer && first ? pageUrl({ after_id: transcriptPath(first.id) }) : null,
     },
     transcripts: rows.map((row) => ({
-      id: idOf(row),
-      resource_url: `${origin}${idOf(row)}`,
+      id: transcriptPath(row.id),
+      resource_url: `${origin}${transcriptPath(row.id)}`,
       status: row.status,
       created: row.createdAt.toISOString(),
       completed: row.status === 'completed' ? (row.finishedAt?.toISOString() ?? null) : null,

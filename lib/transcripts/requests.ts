@@ -8,9 +8,9 @@ import { AppError, badRequest, conflict, notFound } from '../platform/errors.js'
 import { consumeRateLimit } from '../platform/rate-limit.js';
 import { isWorkflowRunning } from '../platform/temporal.js';
 import { searchAttributes } from '../contracts/search-attributes.js';
-import { transcriptWorkflowId, transcriptWorkflowType, type TranscriptWorkflowInput } from '../contracts/transcript.js';
+import { transcriptPath, transcriptWorkflowId, transcriptWorkflowType, type TranscriptWorkflowInput } from '../contracts/transcript.js';
 import { acceptedContainers, transcriptFiles } from './files.js';
-import { checkUpload, invalid, tooMany, type TranscriptUpload } from './audio-checks.js';
+import { checkUpload, invalid, requireHttpUrl, tooMany, type TranscriptUpload } from './audio-checks.js';
 import { removeAudioUpload, uploadNamedBy, usableUpload } from './uploads.js';
 import { deleteTranscript } from './processing.js';
 import { isUuid } from '../platform/ids.js';
@@ -129,7 +129,7 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
       fieldErrors: { audio_url: ['audio_url or an audio file is required'], audio: ['audio_url or an audio file is required'] },
     });
   }
-  if (body.audio_url && !/^https?:\/\//i.test(body.audio_url)) throw invalid('audio_url', 'must be an http or https URL');
+  if (body.audio_url) requireHttpUrl('audio_url', body.audio_url);
   const uploadId = body.audio_url ? await uploadNamedBy(deps, body.audio_url, req.origin) : null;
   const boostedWords = cleanBoostedWords(option(body, 'boosted_words', 'word_boost', []));
   const languageAuto = option(body, 'language_auto', 'language_detection', false);
@@ -195,7 +195,7 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
   }
   // A submitted upload is used up (its transcript has its copy); were this to fail, it would expire.
   if (uploaded) await removeAudioUpload(deps, uploaded).catch(() => undefined);
-  return { id: `/v2/transcript/${id}`, status: 'queued', ...audioUrlOf(body.audio_url ?? null), ...webhookView({ ...webhook, webhookStatusCode: null }) };
+  return { id: transcriptPath(id), status: 'queued', ...audioUrlOf(body.audio_url ?? null), ...webhookView({ ...webhook, webhookStatusCode: null }) };
 }
 
 /** A URL submission's answers repeat its `audio_url`, which AssemblyAI's Python client requires; an upload's have none. */
@@ -206,9 +206,14 @@ export function visibleTo(principal: Principal): Prisma.TranscriptWhereInput {
   return { ...(principal.isAdmin ? {} : { partnerId: principal.partnerId }), OR: [{ expiresAt: null }, { expiresAt: { gt: new Date() } }] };
 }
 
-/** One transcript the key may see (`id`: its uuid); else 404. */
-export async function visibleTranscript(deps: Pick<TranscriptApiDeps, 'db'>, principal: Principal, id: string) {
-  const row = isUuid(id) ? await deps.db.transcript.findFirst({ where: { id: id.toLowerCase(), ...visibleTo(principal) } }) : null;
+/** One transcript the key may see (`id`: its uuid), or null. */
+export async function findVisibleTranscript(deps: Pick<TranscriptApiDeps, 'db'>, principal: Principal, id: string) {
+  return isUuid(id) ? deps.db.transcript.findFirst({ where: { id: id.toLowerCase(), ...visibleTo(principal) } }) : null;
+}
+
+/** The same, or a 404. */
+async function visibleTranscript(deps: Pick<TranscriptApiDeps, 'db'>, principal: Principal, id: string) {
+  const row = await findVisibleTranscript(deps, principal, id);
   if (!row) throw notFound('transcript not found');
   return row;
 }
@@ -220,7 +225,7 @@ export async function visibleTranscript(deps: Pick<TranscriptApiDeps, 'db'>, pri
  */
 export async function readTranscript(deps: TranscriptApiDeps, principal: Principal, id: string) {
   const row = await visibleTranscript(deps, principal, id);
-  const base = { id: `/v2/transcript/${row.id}`, status: row.status, ...audioUrlOf(row.audioUrl), ...webhookView(row) };
+  const base = { id: transcriptPath(row.id), status: row.status, ...audioUrlOf(row.audioUrl), ...webhookView(row) };
   if (row.status === 'completed') return { ...base, text: row.text ?? '', audio_duration: row.audioDurationSeconds ?? 0 };
   if (row.status === 'error') return { ...base, error: row.error ?? 'transcription failed' };
   return base;
@@ -237,7 +242,7 @@ export async function deleteTranscriptNow(deps: TranscriptApiDeps, principal: Pr
   const row = await visibleTranscript(deps, principal, id);
   if (row.status !== 'completed' && row.status !== 'error') throw conflict(`the transcript is ${row.status}: it can be deleted once it is completed or in error`);
   await deps.db.transcript.updateMany({ where: { id: row.id }, data: { expiresAt: new Date() } });
-  const answer = { id: `/v2/transcript/${row.id}`, status: row.status, audio_url: 'http://deleted_by_user', text: 'Deleted by user.' };
+  const answer = { id: transcriptPath(row.id), status: row.status, audio_url: 'http://deleted_by_user', text: 'Deleted by user.' };
   const workflowId = transcriptWorkflowId(row.id);
   // The server accepts the cancellation of a closed workflow without an error: whether it runs is asked first.
   if (await isWorkflowRunning(deps.temporal, workflowId)) {

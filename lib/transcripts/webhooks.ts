@@ -1,7 +1,8 @@
 import type { Transcript } from '../../generated/prisma/client.js';
 import type { Services } from '../services.js';
 import { FetchRefused, fetchPage, isTransientFetchFailure } from '../providers/web-fetch.js';
-import { invalid } from './audio-checks.js';
+import { invalid, requireHttpUrl } from './audio-checks.js';
+import { transcriptPath } from '../contracts/transcript.js';
 
 /**
  * AssemblyAI's webhook: a transcript submitted with `webhook_url` is announced there once it is
@@ -11,8 +12,9 @@ import { invalid } from './audio-checks.js';
  * no answer) is tried again, 10 attempts in all (the transcript workflow's retry policy). Deliveries
  * are at least once: a receiver may see one twice. The URL goes through the safe fetcher (the SSRF
  * rules of audio_url), and is never followed to a redirect.
+ *
+ * The request fields are AssemblyAI's; null (as its clients may send) is the same as absent.
  */
-/** AssemblyAI's request fields; null (as its clients may send) is the same as absent. */
 export interface TranscriptWebhookRequest {
   webhook_url?: string | null;
   webhook_auth_header_name?: string | null;
@@ -27,7 +29,7 @@ export function webhookOf(body: TranscriptWebhookRequest) {
   const url = body.webhook_url ?? undefined;
   const name = body.webhook_auth_header_name ?? undefined;
   const value = body.webhook_auth_header_value ?? undefined;
-  if (url !== undefined && !/^https?:\/\//i.test(url)) throw invalid('webhook_url', 'must be an http or https URL');
+  if (url !== undefined) requireHttpUrl('webhook_url', url);
   if ((name === undefined) !== (value === undefined)) {
     const missing = name === undefined ? 'webhook_auth_header_name' : 'webhook_auth_header_value';
     throw invalid(missing, 'is required with the other webhook_auth_header_ field');
@@ -48,11 +50,8 @@ export function webhookView(row: Pick<Transcript, 'webhookUrl' | 'webhookAuthHea
   };
 }
 
-export type WebhookDelivery =
-  | { kind: 'none' }
-  | { kind: 'delivered'; status: number }
-  /** Final: a 4xx, or a URL that cannot be used (refused address, unknown host). */
-  | { kind: 'refused'; status: number | null; message: string };
+/** `refused`: final (a 4xx or 3xx, or a URL that cannot be used: refused address, unknown host). */
+export type WebhookDelivery = 'none' | 'delivered' | 'refused';
 
 /** A delivery that may pass if tried again (5xx, 408, 429, no answer in time, no connection). */
 export class WebhookNotDelivered extends Error {
@@ -64,11 +63,11 @@ const deliveryTimeoutMs = 10_000;
 /** One delivery attempt for a finished transcript; throws WebhookNotDelivered when another attempt may pass. */
 export async function deliverTranscriptWebhook(deps: Pick<Services, 'db' | 'config' | 'log'>, transcriptId: string): Promise<WebhookDelivery> {
   const row = await deps.db.transcript.findUnique({ where: { id: transcriptId } });
-  if (!row?.webhookUrl || (row.status !== 'completed' && row.status !== 'error')) return { kind: 'none' };
+  if (!row?.webhookUrl || (row.status !== 'completed' && row.status !== 'error')) return 'none';
   const record = (status: number | null) => deps.db.transcript.updateMany({ where: { id: transcriptId }, data: { webhookStatusCode: status } });
   try {
     const answered = await fetchPage(row.webhookUrl, {
-      post: { body: Buffer.from(JSON.stringify({ transcript_id: `/v2/transcript/${row.id}`, status: row.status })), contentType: 'application/json' },
+      post: { body: Buffer.from(JSON.stringify({ transcript_id: transcriptPath(row.id), status: row.status })), contentType: 'application/json' },
       headers: row.webhookAuthHeaderName && row.webhookAuthHeaderValue ? { [row.webhookAuthHeaderName]: row.webhookAuthHeaderValue } : {},
       accept: '*/*',
       allowPrivate: deps.config.urlFetchAllowPrivate,
@@ -79,7 +78,7 @@ export async function deliverTranscriptWebhook(deps: Pick<Services, 'db' | 'conf
       timeoutMs: deliveryTimeoutMs,
     });
     await record(answered.status);
-    return { kind: 'delivered', status: answered.status };
+    return 'delivered';
   } catch (err) {
     if (!(err instanceof FetchRefused)) throw err;
     const status = err.details.status ?? null;
@@ -88,6 +87,6 @@ export async function deliverTranscriptWebhook(deps: Pick<Services, 'db' | 'conf
     const final = !isTransientFetchFailure(err);
     deps.log.warn('transcript webhook not delivered', { transcriptId, status, final, reason: err.reason });
     if (!final) throw new WebhookNotDelivered(err.message);
-    return { kind: 'refused', status, message: err.message };
+    return 'refused';
   }
 }

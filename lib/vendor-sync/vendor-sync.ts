@@ -75,19 +75,13 @@ export async function vendorSyncStatus(db: Db, partner: string, kbName: string) 
     orderBy: { name: 'asc' },
     select: { id: true, name: true, fileRewritten: true, vendorSyncStatus: true, vendorSyncError: true, vendorFileId: true, vendorSyncedAt: true },
   });
-  const count = (s: string | null) => docs.filter((d) => d.fileRewritten && d.vendorSyncStatus === s).length;
+  const { counts } = await vendorSyncSummary(db, kb.id);
   return {
     enabled: p.vendorSyncEnabled,
     knowledge_base: kb.name,
     vector_store_id: kb.vendorVectorStoreId,
     deletion_pending: kb.deletionRequestedAt !== null,
-    counts: {
-      eligible: docs.filter((d) => d.fileRewritten).length,
-      pending: count('pending'),
-      synced: count('synced'),
-      failed: count('failed'),
-      not_queued: count(null),
-    },
+    counts,
     documents: docs.map((d) => ({
       document_id: d.id,
       name: d.name,
