@@ -45,11 +45,77 @@ export const transcriptObject: JsonSchema = {
     status: { type: 'string', enum: ['queued', 'processing', 'completed', 'error'] },
     text: { type: 'string', description: 'present when completed' },
     audio_duration: { type: 'integer', description: 'seconds, present when completed' },
+    words: { type: ['array', 'null'], items: timedWord(), description: 'present when completed: the words of `text` with their times; null when the engine gives text only' },
+    confidence: { type: ['number', 'null'], description: 'present when completed: the mean confidence of the words (null: none known)' },
+    language_code: { type: ['string', 'null'], description: 'present when completed: the language_code it was transcribed in (null with language_auto)' },
     error: { type: 'string', description: 'present when status is error' },
     webhook_url: { type: 'string', description: 'When one was given: the webhook' },
     webhook_auth: { type: 'boolean', description: 'When a webhook was given: whether its deliveries carry an auth header' },
     webhook_auth_header_name: { type: ['string', 'null'], description: 'When a webhook was given: the auth header\'s name' },
     webhook_status_code: { type: ['integer', 'null'], description: 'When a webhook was given: the HTTP status its receiver answered the last delivery with (null until one answered)' },
+  },
+};
+
+function timedWord(): JsonSchema {
+  return { type: 'object', required: ['text', 'start', 'end', 'confidence', 'speaker'], properties: timedWordProperties() };
+}
+
+function timedWordProperties(): Record<string, JsonSchema> {
+  return {
+    text: { type: 'string', description: 'As in `text`: capitals and punctuation included' },
+    start: { type: 'integer', description: 'milliseconds from the start of the audio' },
+    end: { type: 'integer', description: 'milliseconds from the start of the audio' },
+    confidence: { type: ['number', 'null'], description: '0-1; null when the engine gives none' },
+    speaker: { type: 'null', description: 'no speaker labels are made' },
+  };
+}
+
+/** The answer of /sentences or /paragraphs. */
+export function timedSpans(unit: 'sentences' | 'paragraphs'): JsonSchema {
+  const span: JsonSchema = {
+    type: 'object',
+    required: ['text', 'start', 'end', 'confidence', 'words', 'speaker'],
+    properties: { ...timedWordProperties(), words: { type: 'array', items: timedWord() } },
+  };
+  return {
+    type: 'object',
+    required: ['id', 'confidence', 'audio_duration', unit],
+    properties: { id: { type: 'string' }, confidence: { type: ['number', 'null'] }, audio_duration: { type: 'integer' }, [unit]: { type: 'array', items: span } },
+  };
+}
+
+export const subtitlesQuery: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: { chars_per_caption: { type: 'integer', minimum: 1, maximum: 1000, description: 'Longest cue in characters' } },
+};
+
+export const wordSearchQuery: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['words'],
+  properties: { words: { type: 'string', minLength: 1, maxLength: 2000, description: 'Comma-separated words or phrases of up to 5 words' } },
+};
+
+export const wordSearchResult: JsonSchema = {
+  type: 'object',
+  required: ['id', 'total_count', 'matches'],
+  properties: {
+    id: { type: 'string' },
+    total_count: { type: 'integer' },
+    matches: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['text', 'count', 'timestamps', 'indexes'],
+        properties: {
+          text: { type: 'string' },
+          count: { type: 'integer' },
+          timestamps: { type: 'array', items: { type: 'array', items: { type: 'integer' }, minItems: 2, maxItems: 2 } },
+          indexes: { type: 'array', items: { type: 'integer' } },
+        },
+      },
+    },
   },
 };
 

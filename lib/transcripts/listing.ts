@@ -48,7 +48,13 @@ export async function listTranscripts(deps: Pick<TranscriptApiDeps, 'db'>, princ
     where.push(newerPage ? { OR: [{ createdAt: { gt: at } }, { createdAt: at, id: { gt: anchor.id } }] } : { OR: [{ createdAt: { lt: at } }, { createdAt: at, id: { lt: anchor.id } }] });
   }
   const order = newerPage ? 'asc' : 'desc';
-  const found = query.throttled_only ? [] : await deps.db.transcript.findMany({ where: { AND: where }, orderBy: [{ createdAt: order }, { id: order }], take: limit + 1 });
+  const found = query.throttled_only ? [] : await deps.db.transcript.findMany({
+        where: { AND: where },
+        orderBy: [{ createdAt: order }, { id: order }],
+        take: limit + 1,
+        // Not the text and words: a page of long transcripts would read megabytes it does not show.
+        select: { id: true, status: true, createdAt: true, finishedAt: true, audioUrl: true, error: true },
+      });
   const more = found.length > limit;
   const rows = found.slice(0, limit);
   if (newerPage) rows.reverse();

@@ -1,6 +1,7 @@
 import { open, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Services } from '../services.js';
+import type { Prisma } from '../platform/db.js';
 import { AudioUnreadable, decodeToWav, findPauses, planSegments, probeAudio, readWavInfo, sliceWav, sniffAudioContainer } from '../audio/index.js';
 import { fetchToFile, FetchRefused, isTransientFetchFailure } from '../providers/web-fetch.js';
 import { UnsupportedLanguage, type RecognizedWord } from '../providers/speech-to-text.js';
@@ -8,7 +9,7 @@ import type { TranscriptPlan } from '../contracts/transcript.js';
 import { transcriptFailure } from '../contracts/transcript.js';
 import { engineLanguage } from './languages.js';
 import { acceptedContainers, transcriptFiles, type AcceptedContainer } from './files.js';
-import { formatText, formatWords } from './text-format.js';
+import { formatSentences, formatText, textOfSentences } from './text-format.js';
 import { makeScratchDir } from '../platform/scratch.js';
 
 /**
@@ -199,10 +200,14 @@ export async function completeTranscript(deps: TranscriptDeps, transcriptId: str
   if (t.status === 'processing') {
     const options = { fillerWords: t.fillerWords, formatText: t.formatText };
     const timed = t.segments.every((s) => s.words !== null);
-    const text = timed
-      ? formatWords(t.segments.flatMap((s) => (s.words as unknown as RecognizedWord[]).map((w) => ({ ...w, s: w.s + s.startSeconds, e: w.e + s.startSeconds }))), options)
-      : formatText(t.segments.map((s) => s.text ?? '').join(' '), options);
-    await deps.db.transcript.updateMany({ where: { id: transcriptId, status: 'processing' }, data: { status: 'completed', text, error: null, ...expiry(retentionSeconds) } });
+    const sentences = timed
+      ? formatSentences(t.segments.flatMap((s) => (s.words as unknown as RecognizedWord[]).map((w) => ({ ...w, s: w.s + s.startSeconds, e: w.e + s.startSeconds }))), options)
+      : null;
+    const text = sentences ? textOfSentences(sentences) : formatText(t.segments.map((s) => s.text ?? '').join(' '), options);
+    await deps.db.transcript.updateMany({
+      where: { id: transcriptId, status: 'processing' },
+      data: { status: 'completed', text, ...(sentences ? { sentences: sentences as unknown as Prisma.InputJsonValue } : {}), error: null, ...expiry(retentionSeconds) },
+    });
   }
   return outcomeOf(deps, transcriptId);
 }

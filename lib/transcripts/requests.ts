@@ -15,6 +15,7 @@ import { removeAudioUpload, uploadNamedBy, usableUpload } from './uploads.js';
 import { deleteTranscript } from './processing.js';
 import { isUuid } from '../platform/ids.js';
 import { webhookOf, webhookView, type TranscriptWebhookRequest } from './webhooks.js';
+import { meanConfidence, timedSentencesOf, wordsOf } from './timed-text.js';
 
 /**
  * The API side of /v2/transcript: admission (per-partner rate and concurrency limits), checks
@@ -212,7 +213,7 @@ export async function findVisibleTranscript(deps: Pick<TranscriptApiDeps, 'db'>,
 }
 
 /** The same, or a 404. */
-async function visibleTranscript(deps: Pick<TranscriptApiDeps, 'db'>, principal: Principal, id: string) {
+export async function visibleTranscript(deps: Pick<TranscriptApiDeps, 'db'>, principal: Principal, id: string) {
   const row = await findVisibleTranscript(deps, principal, id);
   if (!row) throw notFound('transcript not found');
   return row;
@@ -220,13 +221,24 @@ async function visibleTranscript(deps: Pick<TranscriptApiDeps, 'db'>, principal:
 
 /**
  * The transcript as spec 2.2 shows it: `{id, status}`, plus `text` and `audio_duration` when
- * completed, or `error` when failed. Another partner's, an unknown and an expired transcript are
- * the same 404.
+ * completed, or `error` when failed. A completed one also has AssemblyAI's `words` (null when the
+ * engine gave text only), `confidence` and `language_code` (null with language_auto). Another
+ * partner's, an unknown and an expired transcript are the same 404.
  */
 export async function readTranscript(deps: TranscriptApiDeps, principal: Principal, id: string) {
   const row = await visibleTranscript(deps, principal, id);
   const base = { id: transcriptPath(row.id), status: row.status, ...audioUrlOf(row.audioUrl), ...webhookView(row) };
-  if (row.status === 'completed') return { ...base, text: row.text ?? '', audio_duration: row.audioDurationSeconds ?? 0 };
+  if (row.status === 'completed') {
+    const sentences = timedSentencesOf(row);
+    return {
+      ...base,
+      text: row.text ?? '',
+      audio_duration: row.audioDurationSeconds ?? 0,
+      words: sentences ? wordsOf(sentences) : null,
+      confidence: sentences ? meanConfidence(sentences.flat()) : null,
+      language_code: row.languageAuto ? null : row.languageCode,
+    };
+  }
   if (row.status === 'error') return { ...base, error: row.error ?? 'transcription failed' };
   return base;
 }

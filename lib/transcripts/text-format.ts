@@ -27,28 +27,50 @@ export interface FormatOptions {
 const capitalize = (w: string) => w.charAt(0).toUpperCase() + w.slice(1);
 const pronounI = (w: string) => (w === 'i' || w.startsWith("i'") ? `I${w.slice(1)}` : w);
 
-/** Text from timed words (the local engine). */
-export function formatWords(words: readonly RecognizedWord[], options: FormatOptions): string {
+/** A word as the transcript shows it: its text (capitals and punctuation as formatted) and times in seconds. */
+export interface FormattedWord {
+  text: string;
+  s: number;
+  e: number;
+  c: number | null;
+}
+
+/**
+ * Timed words (the local engine) formatted, in sentences: a sentence ends at an utterance end or a
+ * pause of 0.5 s, with or without `format_text` (which adds the capitals and the final mark).
+ */
+export function formatSentences(words: readonly RecognizedWord[], options: FormatOptions): FormattedWord[][] {
   const kept = words.filter((w) => options.fillerWords || !fillerWords.has(w.w.toLowerCase()));
-  if (!options.formatText) return kept.map((w) => w.w.toLowerCase()).join(' ');
-  const sentences: string[][] = [];
-  let current: string[] = [];
+  const sentences: RecognizedWord[][] = [];
+  let current: RecognizedWord[] = [];
   kept.forEach((w, i) => {
-    current.push(w.w.toLowerCase());
+    current.push(w);
     const next = kept[i + 1];
     if (!next || w.end || next.s - w.e >= SENTENCE_PAUSE_SECONDS) {
       sentences.push(current);
       current = [];
     }
   });
-  return sentences
-    .map((s) => {
-      const question = s.length >= 3 && questionStarts.has(s[0]!);
-      const text = s.map(pronounI).map((w, i) => (i === 0 ? capitalize(w) : w)).join(' ');
-      return `${text}${question ? '?' : '.'}`;
-    })
-    .join(' ');
+  return sentences.map((sentence) => {
+    const lower = sentence.map((w) => w.w.toLowerCase());
+    const question = lower.length >= 3 && questionStarts.has(lower[0]!);
+    return sentence.map((w, i) => {
+      let text = lower[i]!;
+      if (options.formatText) {
+        text = pronounI(text);
+        if (i === 0) text = capitalize(text);
+        if (i === sentence.length - 1) text += question ? '?' : '.';
+      }
+      return { text, s: w.s, e: w.e, c: w.c };
+    });
+  });
 }
+
+/** The text of formatted sentences. */
+export const textOfSentences = (sentences: readonly FormattedWord[][]) => sentences.flat().map((w) => w.text).join(' ');
+
+/** Text from timed words (the local engine). */
+export const formatWords = (words: readonly RecognizedWord[], options: FormatOptions) => textOfSentences(formatSentences(words, options));
 
 /** A word of a formatted text: its letters (lower case) and what surrounds them. */
 function splitToken(token: string): { lead: string; core: string; trail: string } {

@@ -63,7 +63,8 @@ describe('transcription: /v2/transcript with the local engine', function () {
       return null;
     }, 240_000);
     assert.equal(done.body.status, 'completed', JSON.stringify(done.body));
-    assert.deepEqual(Object.keys(done.body).sort(), ['audio_duration', 'audio_url', 'id', 'status', 'text']);
+    assert.deepEqual(Object.keys(done.body).sort(), ['audio_duration', 'audio_url', 'confidence', 'id', 'language_code', 'status', 'text', 'words']);
+    assert.equal(done.body.language_code, 'en_us');
     assert.equal(done.body.audio_url, res.body.audio_url);
     assert.equal(done.body.audio_duration, Math.round((await probe(recording)).duration));
     const rate = wer(passage.join(' '), done.body.text);
@@ -111,7 +112,98 @@ describe('transcription: /v2/transcript with the local engine', function () {
   it('silence completes with an empty text', async () => {
     const res = await http('POST', '/v2/transcript', { key: partner.key, form: { audio: { name: 'quiet.wav', content: fs.readFileSync(await silence(3)) } } });
     const done = await finished(res.body.id);
-    assert.deepEqual(done.body, { id: res.body.id, status: 'completed', text: '', audio_duration: 3 });
+    assert.deepEqual(done.body, { id: res.body.id, status: 'completed', text: '', audio_duration: 3, words: [], confidence: null, language_code: 'en_us' });
+  });
+
+  it("a completed transcript's words, sentences, paragraphs, subtitles and word search follow the audio's times", async () => {
+    // Two sentences 0.8 s apart, then 2.5 s of silence, then a third: two paragraphs.
+    const [a, b, c] = await Promise.all(passage.slice(0, 3).map((s) => speak(s)));
+    const audio = await concatWithPauses([await concatWithPauses([a!, b!], 0.8), c!], 2.5);
+    const res = await http('POST', '/v2/transcript', { key: partner.key, form: { audio: { name: 'paragraphs.wav', content: fs.readFileSync(audio) } } });
+    const done = (await finished(res.body.id)).body;
+    assert.equal(done.status, 'completed', JSON.stringify(done));
+    const get = (suffix: string, key = partner.key) => http('GET', `${res.body.id}${suffix}`, { key });
+
+    type Word = { text: string; start: number; end: number; confidence: number | null; speaker: null };
+    const words = done.words as Word[];
+    assert.equal(words.map((w) => w.text).join(' '), done.text, 'the words are those of the text, punctuation included');
+    for (const [i, w] of words.entries()) {
+      assert.ok(Number.isInteger(w.start) && w.end >= w.start, JSON.stringify(w));
+      assert.ok(i === 0 || w.start >= words[i - 1]!.end, `word ${i} starts before the one before it ends`);
+      assert.ok(w.confidence !== null && w.confidence >= 0 && w.confidence <= 1 && w.speaker === null, JSON.stringify(w));
+    }
+    assert.ok(words.at(-1)!.end <= done.audio_duration * 1000 + 500, `the last word ends within the audio (${words.at(-1)!.end} ms of ${done.audio_duration} s)`);
+    const mean = words.reduce((n, w) => n + w.confidence!, 0) / words.length;
+    assert.ok(Math.abs(done.confidence - mean) < 1e-3, `confidence ${done.confidence} is the words' mean ${mean}`);
+
+    const sentences = await get('/sentences');
+    assert.equal(sentences.status, 200, JSON.stringify(sentences.body));
+    assert.equal(sentences.body.id, res.body.id);
+    assert.equal(sentences.body.audio_duration, done.audio_duration);
+    type Span = { text: string; start: number; end: number; words: Word[] };
+    const sentenceList = sentences.body.sentences as Span[];
+    assert.ok(sentenceList.length >= 3, `three sentences were spoken: ${sentenceList.map((s) => s.text).join(' | ')}`);
+    assert.equal(sentenceList.map((s) => s.text).join(' '), done.text);
+    for (const s of sentenceList) {
+      assert.match(s.text, /^[A-Z].*[.?]$/, s.text);
+      assert.deepEqual([s.start, s.end], [s.words[0]!.start, s.words.at(-1)!.end]);
+    }
+
+    const paragraphs = (await get('/paragraphs')).body.paragraphs as Span[];
+    assert.equal(paragraphs.length, 2, paragraphs.map((p) => p.text).join(' | '));
+    assert.ok(wer(`${passage[0]} ${passage[1]}`, paragraphs[0]!.text) <= 0.35, paragraphs[0]!.text);
+    assert.ok(wer(passage[2]!, paragraphs[1]!.text) <= 0.35, paragraphs[1]!.text);
+    assert.ok(paragraphs[1]!.start - paragraphs[0]!.end >= 1500, 'the second paragraph starts after the long pause');
+
+    // SRT: numbered cues whose times are the words' and whose texts make up the text.
+    const srt = await fetch(`${api.url}${res.body.id}/srt?chars_per_caption=32`, { headers: { 'X-Api-Key': partner.key } });
+    assert.equal(srt.status, 200);
+    assert.match(srt.headers.get('content-type') ?? '', /^application\/x-subrip/);
+    const cues = (await srt.text()).trim().split(/\n\n/).map((block) => block.split('\n'));
+    const clock = (t: string) => t.split(/[:,.]/).map(Number).reduce((acc, n, i) => (i < 3 ? acc * 60 + n : acc * 1000 + n), 0);
+    assert.deepEqual(cues.map((c) => c[0]), cues.map((_, i) => String(i + 1)));
+    assert.equal(cues.map((c) => c[2]).join(' '), done.text);
+    for (const c of cues) assert.ok(c[2]!.length <= 32 || !c[2]!.includes(' '), `cue longer than 32 characters: ${c[2]}`);
+    const [firstStart, firstEnd] = cues[0]![1]!.split(' --> ').map(clock);
+    assert.equal(firstStart, words[0]!.start);
+    assert.ok(firstEnd! > firstStart!);
+    const vtt = await fetch(`${api.url}${res.body.id}/vtt`, { headers: { 'X-Api-Key': partner.key } });
+    assert.match(vtt.headers.get('content-type') ?? '', /^text\/vtt/);
+    const vttText = await vtt.text();
+    assert.match(vttText, /^WEBVTT\n\n\d\d:\d\d:\d\d\.\d{3} --> \d\d:\d\d:\d\d\.\d{3}\n/);
+    assert.equal((await get('/srt?chars_per_caption=0')).status, 422);
+
+    // Word search: case and punctuation do not matter; a phrase matches consecutive words.
+    const bare = (w: Word) => w.text.toLowerCase().replace(/[.?,]/g, '');
+    const last = words.at(-1)!;
+    const phrase = `${bare(words[1]!)} ${bare(words[2]!)}`;
+    const search = await get(`/word-search?words=${encodeURIComponent(`${last.text.toUpperCase()},${phrase},xylophone`)}`);
+    assert.equal(search.status, 200, JSON.stringify(search.body));
+    const lastMatch = search.body.matches.find((m: { text: string }) => m.text === bare(last));
+    assert.ok(lastMatch, JSON.stringify(search.body));
+    assert.deepEqual(lastMatch.timestamps.at(-1), [last.start, last.end]);
+    assert.equal(lastMatch.indexes.at(-1), words.length - 1);
+    const phraseMatch = search.body.matches.find((m: { text: string }) => m.text === phrase);
+    assert.deepEqual([phraseMatch.timestamps[0], phraseMatch.indexes[0]], [[words[1]!.start, words[2]!.end], 1]);
+    assert.ok(!search.body.matches.some((m: { text: string }) => m.text === 'xylophone'));
+    assert.equal(search.body.total_count, lastMatch.count + phraseMatch.count);
+
+    // Refused: no word, a phrase over five words, another partner's transcript.
+    assert.equal((await get('/word-search?words=%2C%20%2C')).status, 422);
+    assert.equal((await get(`/word-search?words=${encodeURIComponent('one two three four five six')}`)).status, 422);
+    const other = await newPartner(http);
+    assert.equal((await get('/sentences', other.key)).status, 404);
+  });
+
+  it('sentences and subtitles of a transcript that is not completed are a 409', async () => {
+    const headerOnly = wavFile({ sampleRate: 16000, channels: 1 }, Buffer.alloc(0));
+    const res = await http('POST', '/v2/transcript', { key: partner.key, form: { audio: { name: 'nothing.wav', content: headerOnly } } });
+    assert.equal((await finished(res.body.id)).body.status, 'error');
+    for (const suffix of ['/sentences', '/paragraphs', '/srt', '/vtt', '/word-search?words=a']) {
+      const r = await http('GET', `${res.body.id}${suffix}`, { key: partner.key });
+      assert.equal(r.status, 409, suffix);
+      assert.match(r.body.error, /the transcript is error: its words can be read once it is completed/);
+    }
   });
 
   it('a recording with no sound at all (a WAV header alone) ends in error saying it is empty', async () => {

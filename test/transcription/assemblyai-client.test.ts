@@ -51,6 +51,26 @@ describe("transcription through AssemblyAI's official client", function () {
     assert.deepEqual(row.boostedWords, ['doctor', 'weather'], 'word_boost is boosted_words');
   });
 
+  it('sentences(), paragraphs(), subtitles() and wordSearch() read the words of a completed transcript', async () => {
+    const transcript = await assemblyai().transcripts.transcribe({ audio: audioUrl }, { pollingInterval: 250 });
+    assert.equal(transcript.status, 'completed', JSON.stringify(transcript));
+    const words = transcript.words ?? [];
+    assert.ok(words.length >= 8, JSON.stringify(words));
+    assert.equal(words.map((w) => w.text).join(' '), transcript.text);
+    const { sentences } = await assemblyai().transcripts.sentences(transcript.id);
+    assert.equal(sentences.map((s) => s.text).join(' '), transcript.text);
+    const { paragraphs } = await assemblyai().transcripts.paragraphs(transcript.id);
+    assert.equal(paragraphs.length, 1, 'one short utterance is one paragraph');
+    assert.deepEqual(paragraphs[0]!.words, words);
+    const vtt = await assemblyai().transcripts.subtitles(transcript.id, 'vtt', 16);
+    assert.match(vtt, /^WEBVTT\n\n00:00:0\d\.\d{3} --> /);
+    const srt = await assemblyai().transcripts.subtitles(transcript.id);
+    assert.match(srt, /^1\n00:00:0\d,\d{3} --> 00:00:0\d,\d{3}\n/);
+    const third = words[2]!;
+    const found = await assemblyai().transcripts.wordSearch(transcript.id, [third.text]);
+    assert.ok(found.matches.some((m) => m.timestamps.some(([start, end]) => start === third.start && end === third.end)), JSON.stringify(found));
+  });
+
   it('transcripts.delete() deletes a finished transcript at once; one in progress, or another partner\'s, is refused', async () => {
     // Audio served only once the test lets it go: the transcript waits in queued/processing meanwhile.
     let release!: () => void;

@@ -104,6 +104,11 @@ describe('transcription engines', function () {
     it('sends the model, the mapped language and the boosted words as the prompt', async () => {
       const uk = await result(await submit(clip, { language_code: 'en_uk', boosted_words: ['Kowalski', 'quinoa'] }));
       assert.equal(uk.status, 'completed', JSON.stringify(uk));
+      assert.equal(uk.words, null, 'the model gives text without word times');
+      assert.equal(uk.language_code, 'en_uk');
+      const sentences = await http('GET', `${uk.id}/sentences`, { key: partner.key });
+      assert.equal(sentences.status, 409);
+      assert.match(sentences.body.error, /no word times: it was made by openai:test-stt/);
       const f = lastFields();
       assert.equal(f.model, 'test-stt');
       assert.equal(f.language, 'en');
@@ -111,8 +116,9 @@ describe('transcription engines', function () {
       assert.equal(upstream.callsTo('/v1/audio/transcriptions').at(-1)!.headers.authorization, 'Bearer sk-stt');
       await result(await submit(clip, { language_code: 'de' }));
       assert.equal(lastFields().language, 'de');
-      await result(await submit(clip, { language_auto: 'true', language_code: 'fr' }));
+      const auto = await result(await submit(clip, { language_auto: 'true', language_code: 'fr' }));
       assert.equal(lastFields().language, undefined, 'language_auto: the model identifies it');
+      assert.equal(auto.language_code, null, 'with language_auto no language_code is claimed');
     });
 
     it('fillers are removed unless filler_words; format_text=false lowers the case and drops punctuation', async () => {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { formatText, formatWords } from '../../lib/transcripts/text-format.js';
+import { formatText, formatWords, type FormattedWord } from '../../lib/transcripts/text-format.js';
+import { captionsOf, meanConfidence, paragraphsOf, searchTerms, searchWords, sentencesOf, subtitles } from '../../lib/transcripts/timed-text.js';
 import { mergeKeywords, parseTimedTokens } from '../../lib/providers/speech-to-text.js';
 
 /** Text formatting of transcripts, and the parsing and keyword merge of PocketSphinx output. */
@@ -78,5 +79,42 @@ describe('transcript text', () => {
     // A confident word is not replaced.
     const sure = lm.map((w) => ({ ...w, c: 0.9 }));
     assert.deepEqual(mergeKeywords(sure, [{ token: 'sunny', s: 1.08, e: 1.56, c: 0.94 }], pronounce).map((w) => w.w), ['is', 'sunday', 'with']);
+  });
+});
+
+/** AssemblyAI's views of a transcript's timed words: sentences, paragraphs, subtitles, word search. */
+describe('transcript timed views', () => {
+  const sentence = (start: number, ...texts: string[]): FormattedWord[] => texts.map((text, i) => ({ text, s: start + i * 0.5, e: start + i * 0.5 + 0.4, c: 0.8 }));
+  const story = [sentence(0, 'Rain', 'is', 'coming.'), sentence(1.8, "Don't", 'go', 'out.'), sentence(5, 'The', 'road', 'is', 'closed.')];
+
+  it('sentences keep their words and times in milliseconds; paragraphs break at a pause of 1.5 s', () => {
+    const s = sentencesOf(story);
+    assert.deepEqual(s.map((x) => [x.text, x.start, x.end]), [['Rain is coming.', 0, 1400], ["Don't go out.", 1800, 3200], ['The road is closed.', 5000, 6900]]);
+    assert.deepEqual(s[0]!.words[2], { text: 'coming.', start: 1000, end: 1400, confidence: 0.8, speaker: null });
+    assert.deepEqual(paragraphsOf(story).map((p) => p.text), ["Rain is coming. Don't go out.", 'The road is closed.']);
+    const long = Array.from({ length: 40 }, (_, i) => sentence(i * 2.5, 'one', 'two', 'three', 'four', 'five.'));
+    assert.deepEqual(paragraphsOf(long).map((p) => p.words.length), [150, 50], 'a paragraph closes at the sentence end that reaches 150 words');
+    assert.equal(meanConfidence([{ c: 0.5 }, { c: null }, { c: 1 }]), 0.75);
+    assert.equal(meanConfidence([]), null);
+  });
+
+  it('subtitles: a cue per sentence, split before it would pass chars_per_caption; SRT and WebVTT clocks', () => {
+    assert.deepEqual(captionsOf(story, 12).map((c) => c.text), ['Rain is', 'coming.', "Don't go", 'out.', 'The road is', 'closed.']);
+    assert.deepEqual(captionsOf([sentence(0, 'extraordinarily', 'so.')], 5).map((c) => c.text), ['extraordinarily', 'so.'], 'a longer word is a cue of its own');
+    const late = [sentence(3725.25, 'Late.')];
+    assert.equal(subtitles(late, 'srt', 80), '1\n01:02:05,250 --> 01:02:05,650\nLate.\n');
+    assert.equal(subtitles(story.slice(0, 2), 'vtt', 80), "WEBVTT\n\n00:00:00.000 --> 00:00:01.400\nRain is coming.\n\n00:00:01.800 --> 00:00:03.200\nDon't go out.\n");
+  });
+
+  it('word search: without case or punctuation, phrases of consecutive words, apostrophes inside words kept', () => {
+    const terms = searchTerms(" IS , don't go,, 'road',xylophone");
+    assert.deepEqual(terms, [['is'], ["don't", 'go'], ['road'], ['xylophone']]);
+    const found = searchWords(story, terms);
+    assert.equal(found.total_count, 4);
+    assert.deepEqual(found.matches, [
+      { text: 'is', count: 2, timestamps: [[500, 900], [6000, 6400]], indexes: [1, 8] },
+      { text: "don't go", count: 1, timestamps: [[1800, 2700]], indexes: [3] },
+      { text: 'road', count: 1, timestamps: [[5500, 5900]], indexes: [7] },
+    ]);
   });
 });
