@@ -6,7 +6,7 @@
  * The recording: a fixed English text (BENCH_SENTENCES sentences, default 45, about 4-5 minutes)
  * spoken by festival (cmu_us_slt_arctic_hts) with pauses between sentences, as an MP3.
  * - Direct: what one would run by hand: ffmpeg to 16 kHz mono WAV, then `pocketsphinx_continuous
- *   -infile -time yes` with the adapter's model arguments, timed from start to exit.
+ *   -infile -time yes -remove_silence no` with the adapter's model arguments, timed from start to exit.
  * - Service: POST /v2/transcript (upload), then GET every 100 ms until `completed`; the time from
  *   the POST to the completed answer. The API and the worker are separate processes (the worker's
  *   audio task queue runs AUDIO_WORKER_MAX_ACTIVITIES = 2 segments at once); the client is this
@@ -62,7 +62,8 @@ async function direct(mp3: string, dir: string): Promise<number> {
   const wav = path.join(dir, 'direct.wav');
   const started = performance.now();
   await run('ffmpeg', ['-nostdin', '-loglevel', 'error', '-y', '-i', mp3, '-ar', '16000', '-ac', '1', '-c:a', 'pcm_s16le', wav]);
-  await run('pocketsphinx_continuous', ['-infile', wav, '-logfn', '/dev/null', '-time', 'yes', '-hmm', `${MODEL}/en-us`, '-lm', `${MODEL}/en-us.lm.bin`, '-dict', `${MODEL}/cmudict-en-us.dict`], { maxBuffer: 64 * 1024 * 1024 });
+  // The adapter's decoding: word times, and no silence removal (lib/providers/speech-to-text.ts says why).
+  await run('pocketsphinx_continuous', ['-infile', wav, '-logfn', '/dev/null', '-time', 'yes', '-remove_silence', 'no', '-hmm', `${MODEL}/en-us`, '-lm', `${MODEL}/en-us.lm.bin`, '-dict', `${MODEL}/cmudict-en-us.dict`], { maxBuffer: 64 * 1024 * 1024 });
   return performance.now() - started;
 }
 
