@@ -119,18 +119,28 @@ export async function prepareTranscript(deps: TranscriptDeps, transcriptId: stri
     const { durationSeconds } = await readWavInfo(wav);
     if (durationSeconds === 0) throw new TranscriptInputError('the audio is empty: the file holds no sound (0 seconds)');
     if (durationSeconds > limit) throw new TranscriptInputError(`the audio is ${mmss(durationSeconds)} long; at most ${mmss(limit)} can be transcribed`);
+    // AssemblyAI's audio_start_from / audio_end_at: only that part is transcribed, its times stay the recording's.
+    const from = (row.audioStartFromMs ?? 0) / 1000;
+    const to = Math.min(row.audioEndAtMs !== null ? row.audioEndAtMs / 1000 : durationSeconds, durationSeconds);
+    if (from >= durationSeconds) throw new TranscriptInputError(`audio_start_from (${mmss(from)}) is not before the end of the audio (${mmss(durationSeconds)})`);
+    let part = wav;
+    if (from > 0 || to < durationSeconds) {
+      part = path.join(dir, 'audio-part.wav');
+      await sliceWav(wav, from, to, part);
+    }
+    const partSeconds = to - from;
     const target = Math.min(deps.config.transcription.segmentSeconds, engine.maxSegmentSeconds);
-    const analysis = await findPauses(wav, { durationSeconds, signal });
+    const analysis = await findPauses(part, { durationSeconds: partSeconds, signal });
     // Silence has nothing to transcribe: no segments, and the transcript completes with "".
-    const segments = analysis.threshold.silent ? [] : planSegments({ durationSeconds, pauses: analysis.pauses, targetSeconds: target, maxSeconds: Math.min(target * 1.5, engine.maxSegmentSeconds) });
+    const segments = analysis.threshold.silent ? [] : planSegments({ durationSeconds: partSeconds, pauses: analysis.pauses, targetSeconds: target, maxSeconds: Math.min(target * 1.5, engine.maxSegmentSeconds) });
     for (const s of segments) {
       const piece = path.join(dir, `segment-${s.index}.wav`);
-      await sliceWav(wav, s.start, s.end, piece);
+      await sliceWav(part, s.start, s.end, piece);
       await deps.storage.moveIn(transcriptFiles.segment(transcriptId, s.index), piece);
     }
     await deps.db.$transaction([
       deps.db.transcriptSegment.createMany({
-        data: segments.map((s) => ({ transcriptId, index: s.index, startSeconds: s.start, endSeconds: s.end })),
+        data: segments.map((s) => ({ transcriptId, index: s.index, startSeconds: from + s.start, endSeconds: from + s.end })),
         skipDuplicates: true,
       }),
       deps.db.transcript.update({

@@ -34,6 +34,9 @@ export interface TranscriptRequestBody extends TranscriptWebhookRequest {
   filler_words?: boolean;
   format_text: boolean;
   boosted_words?: string[];
+  /** AssemblyAI's: transcribe only from / up to this point (milliseconds; null: absent). */
+  audio_start_from?: number | null;
+  audio_end_at?: number | null;
   /** AssemblyAI's names of language_auto, filler_words and boosted_words. */
   language_detection?: boolean;
   disfluencies?: boolean;
@@ -121,7 +124,7 @@ export interface SubmitRequest {
  * preflight check may race) and the row, the upload moved into storage, the workflow started.
  * A start that fails leaves nothing behind (503).
  */
-export async function submitTranscript(deps: TranscriptApiDeps, principal: Principal, req: SubmitRequest): Promise<{ id: string; status: 'queued'; audio_url?: string } & ReturnType<typeof webhookView>> {
+export async function submitTranscript(deps: TranscriptApiDeps, principal: Principal, req: SubmitRequest): Promise<{ id: string; status: 'queued'; audio_url?: string } & ReturnType<typeof rangeView> & ReturnType<typeof webhookView>> {
   const { body, upload } = req;
   if (body.audio !== undefined) throw invalid('audio', req.json ? 'upload the audio as a multipart file (field audio), or send audio_url' : 'must be a file, not a text field');
   if (body.audio_url && upload) throw invalid('audio', 'send audio_url or an audio file, not both');
@@ -136,6 +139,8 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
   const languageAuto = option(body, 'language_auto', 'language_detection', false);
   const fillerWords = option(body, 'filler_words', 'disfluencies', false);
   const webhook = webhookOf(body);
+  const range = { audioStartFromMs: body.audio_start_from ?? null, audioEndAtMs: body.audio_end_at ?? null };
+  if (range.audioStartFromMs !== null && range.audioEndAtMs !== null && range.audioEndAtMs <= range.audioStartFromMs) throw invalid('audio_end_at', 'must be after audio_start_from');
   const uploaded = uploadId ? await usableUpload(deps, principal, uploadId) : null;
   const kind = upload ? await checkUpload(upload) : (uploaded?.kind ?? null);
 
@@ -163,6 +168,7 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
         fillerWords,
         formatText: body.format_text,
         boostedWords,
+        ...range,
         ...webhook,
       },
     });
@@ -196,7 +202,12 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
   }
   // A submitted upload is used up (its transcript has its copy); were this to fail, it would expire.
   if (uploaded) await removeAudioUpload(deps, uploaded).catch(() => undefined);
-  return { id: transcriptPath(id), status: 'queued', ...audioUrlOf(body.audio_url ?? null), ...webhookView({ ...webhook, webhookStatusCode: null }) };
+  return { id: transcriptPath(id), status: 'queued', ...audioUrlOf(body.audio_url ?? null), ...rangeView(range), ...webhookView({ ...webhook, webhookStatusCode: null }) };
+}
+
+/** A transcript of part of its audio repeats the part in its answers, as AssemblyAI's do. */
+function rangeView(row: { audioStartFromMs: number | null; audioEndAtMs: number | null }) {
+  return { ...(row.audioStartFromMs !== null ? { audio_start_from: row.audioStartFromMs } : {}), ...(row.audioEndAtMs !== null ? { audio_end_at: row.audioEndAtMs } : {}) };
 }
 
 /** A URL submission's answers repeat its `audio_url`, which AssemblyAI's Python client requires; an upload's have none. */
@@ -227,7 +238,7 @@ export async function visibleTranscript(deps: Pick<TranscriptApiDeps, 'db'>, pri
  */
 export async function readTranscript(deps: TranscriptApiDeps, principal: Principal, id: string) {
   const row = await visibleTranscript(deps, principal, id);
-  const base = { id: transcriptPath(row.id), status: row.status, ...audioUrlOf(row.audioUrl), ...webhookView(row) };
+  const base = { id: transcriptPath(row.id), status: row.status, ...audioUrlOf(row.audioUrl), ...rangeView(row), ...webhookView(row) };
   if (row.status === 'completed') {
     const sentences = timedSentencesOf(row);
     return {

@@ -195,6 +195,32 @@ describe('transcription: /v2/transcript with the local engine', function () {
     assert.equal((await get('/sentences', other.key)).status, 404);
   });
 
+  it('audio_start_from and audio_end_at: only that part is transcribed, in the times of the whole recording', async () => {
+    const clips = await Promise.all(passage.slice(0, 3).map((s) => speak(s)));
+    const [first, second] = await Promise.all(clips.slice(0, 2).map(async (c) => (await probe(c)).duration));
+    const audio = await concatWithPauses(clips, 0.8);
+    // From the middle of the pause after the first sentence to the middle of the pause after the second.
+    const from = Math.round((first! + 0.4) * 1000);
+    const to = Math.round((first! + 0.8 + second! + 0.4) * 1000);
+    const res = await http('POST', '/v2/transcript', { key: partner.key, form: { audio: { name: 'part.wav', content: fs.readFileSync(audio) }, audio_start_from: String(from), audio_end_at: String(to) } });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.deepEqual([res.body.audio_start_from, res.body.audio_end_at], [from, to]);
+    const done = (await finished(res.body.id)).body;
+    assert.equal(done.status, 'completed', JSON.stringify(done));
+    assert.ok(wer(passage[1]!, done.text) <= 0.3, `only the second sentence: ${done.text}`);
+    assert.deepEqual([done.audio_start_from, done.audio_end_at], [from, to]);
+    assert.equal(done.audio_duration, Math.round((await probe(audio)).duration), 'the whole recording');
+    for (const w of done.words as Array<{ text: string; start: number; end: number }>) assert.ok(w.start >= from && w.end <= to, `${w.text} ${w.start}-${w.end} outside ${from}-${to}`);
+
+    const past = await http('POST', '/v2/transcript', { key: partner.key, form: { audio: { name: 'part.wav', content: fs.readFileSync(audio) }, audio_start_from: '3600000' } });
+    const failed = (await finished(past.body.id)).body;
+    assert.equal(failed.status, 'error');
+    assert.match(failed.error, /^audio_start_from \(60 min 0 s\) is not before the end of the audio/);
+    const backwards = await http('POST', '/v2/transcript', { key: partner.key, json: { audio_url: files.url(audio), audio_start_from: 5000, audio_end_at: 5000 } });
+    assert.equal(backwards.status, 422);
+    assert.deepEqual(backwards.body.errors, { audio_end_at: ['must be after audio_start_from'] });
+  });
+
   it('sentences and subtitles of a transcript that is not completed are a 409', async () => {
     const headerOnly = wavFile({ sampleRate: 16000, channels: 1 }, Buffer.alloc(0));
     const res = await http('POST', '/v2/transcript', { key: partner.key, form: { audio: { name: 'nothing.wav', content: headerOnly } } });

@@ -1,0 +1,3 @@
+-- AlterTable
+ALTER TABLE "transcripts" ADD COLUMN     "audioEndAtMs" INTEGER,
+ADD COLUMN     "audioStartFromMs" INTEGER;
