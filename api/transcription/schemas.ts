@@ -15,6 +15,20 @@ export const transcriptBody: JsonSchema = {
     boosted_words: boostedWords('Terms to recognise more readily (at most 100, each 1-100 characters); in multipart, repeat the field `boosted_words[]`'),
     audio_start_from: { type: ['integer', 'null'], minimum: 0, maximum: 86_400_000, description: 'Milliseconds: transcribe from this point of the audio (word times stay the recording\'s)' },
     audio_end_at: { type: ['integer', 'null'], minimum: 1, maximum: 86_400_000, description: 'Milliseconds: transcribe up to this point (after audio_start_from; past the end: to the end)' },
+    custom_spelling: {
+      type: ['array', 'null'],
+      maxItems: 100,
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['from', 'to'],
+        properties: {
+          from: { type: 'array', minItems: 1, maxItems: 20, items: { type: 'string', minLength: 1, maxLength: 100 } },
+          to: { type: 'string', minLength: 1, maxLength: 100 },
+        },
+      },
+      description: 'AssemblyAI\'s custom spelling: each word or phrase of `from` is written `to` in the text and words (JSON bodies only)',
+    },
     webhook_url: { type: ['string', 'null'], format: 'uri', maxLength: 2048, description: 'http(s) URL POSTed `{transcript_id, status}` (JSON) once the transcript is `completed` or `error` (null: none)' },
     webhook_auth_header_name: { type: ['string', 'null'], minLength: 1, maxLength: 256, pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", description: 'A header sent with every webhook delivery (with `webhook_auth_header_value`)' },
     webhook_auth_header_value: { type: ['string', 'null'], minLength: 1, maxLength: 4096, pattern: '^[^\\u0000-\\u0008\\u000a-\\u001f\\u007f]*$', description: 'Its value: a secret of your receiver, never shown in answers' },
@@ -22,6 +36,7 @@ export const transcriptBody: JsonSchema = {
     language_detection: { type: 'boolean', description: 'AssemblyAI\'s name for `language_auto` (send one of the two)' },
     disfluencies: { type: 'boolean', description: 'AssemblyAI\'s name for `filler_words` (send one of the two)' },
     word_boost: boostedWords('AssemblyAI\'s name for `boosted_words` (send one of the two)'),
+    keyterms_prompt: boostedWords('AssemblyAI\'s newer name for `boosted_words` (send one of the three)'),
   },
 };
 

@@ -9,7 +9,7 @@ import type { TranscriptPlan } from '../contracts/transcript.js';
 import { transcriptFailure } from '../contracts/transcript.js';
 import { engineLanguage } from './languages.js';
 import { acceptedContainers, transcriptFiles, type AcceptedContainer } from './files.js';
-import { formatSentences, formatText, textOfSentences } from './text-format.js';
+import { applyCustomSpelling, formatSentences, formatText, spellText, textOfSentences, type SpellingRule } from './text-format.js';
 import { makeScratchDir } from '../platform/scratch.js';
 
 /**
@@ -210,10 +210,11 @@ export async function completeTranscript(deps: TranscriptDeps, transcriptId: str
   if (t.status === 'processing') {
     const options = { fillerWords: t.fillerWords, formatText: t.formatText };
     const timed = t.segments.every((s) => s.words !== null);
+    const spelling = (t.customSpelling ?? []) as unknown as SpellingRule[];
     const sentences = timed
-      ? formatSentences(t.segments.flatMap((s) => (s.words as unknown as RecognizedWord[]).map((w) => ({ ...w, s: w.s + s.startSeconds, e: w.e + s.startSeconds }))), options)
+      ? applyCustomSpelling(formatSentences(t.segments.flatMap((s) => (s.words as unknown as RecognizedWord[]).map((w) => ({ ...w, s: w.s + s.startSeconds, e: w.e + s.startSeconds }))), options), spelling)
       : null;
-    const text = sentences ? textOfSentences(sentences) : formatText(t.segments.map((s) => s.text ?? '').join(' '), options);
+    const text = sentences ? textOfSentences(sentences) : spellText(formatText(t.segments.map((s) => s.text ?? '').join(' '), options), spelling);
     await deps.db.transcript.updateMany({
       where: { id: transcriptId, status: 'processing' },
       data: { status: 'completed', text, ...(sentences ? { sentences: sentences as unknown as Prisma.InputJsonValue } : {}), error: null, ...expiry(retentionSeconds) },

@@ -16,6 +16,7 @@ import { deleteTranscript } from './processing.js';
 import { isUuid } from '../platform/ids.js';
 import { webhookOf, webhookView, type TranscriptWebhookRequest } from './webhooks.js';
 import { meanConfidence, timedSentencesOf, wordsOf } from './timed-text.js';
+import { comparableWords, type SpellingRule } from './text-format.js';
 
 /**
  * The API side of /v2/transcript: admission (per-partner rate and concurrency limits), checks
@@ -37,10 +38,12 @@ export interface TranscriptRequestBody extends TranscriptWebhookRequest {
   /** AssemblyAI's: transcribe only from / up to this point (milliseconds; null: absent). */
   audio_start_from?: number | null;
   audio_end_at?: number | null;
-  /** AssemblyAI's names of language_auto, filler_words and boosted_words. */
+  custom_spelling?: SpellingRule[] | null;
+  /** AssemblyAI's names of language_auto, filler_words and boosted_words (two for the last). */
   language_detection?: boolean;
   disfluencies?: boolean;
   word_boost?: string[];
+  keyterms_prompt?: string[];
 }
 
 /** An option sent under our name or AssemblyAI's (not both), or its default. */
@@ -110,6 +113,18 @@ function cleanBoostedWords(words: string[] | undefined): string[] {
   return out;
 }
 
+/** Custom spelling: trimmed; a `from` that has no letter or digit could never match (422). */
+function cleanSpelling(rules: SpellingRule[]): SpellingRule[] {
+  return rules.map((rule, i) => {
+    const to = rule.to.trim();
+    if (!to) throw invalid('custom_spelling', `entry ${i}: to must not be blank`);
+    const from = rule.from.map((f) => f.trim());
+    const empty = from.find((f) => comparableWords(f).length === 0);
+    if (empty !== undefined) throw invalid('custom_spelling', `entry ${i}: from '${empty}' has no letter or digit to match`);
+    return { from, to };
+  });
+}
+
 export interface SubmitRequest {
   body: TranscriptRequestBody;
   upload: TranscriptUpload | null;
@@ -135,7 +150,11 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
   }
   if (body.audio_url) requireHttpUrl('audio_url', body.audio_url);
   const uploadId = body.audio_url ? await uploadNamedBy(deps, body.audio_url, req.origin) : null;
-  const boostedWords = cleanBoostedWords(option(body, 'boosted_words', 'word_boost', []));
+  if (body.keyterms_prompt !== undefined && (body.boosted_words !== undefined || body.word_boost !== undefined)) {
+    throw invalid('keyterms_prompt', "is AssemblyAI's name for boosted_words: send one of boosted_words, word_boost and keyterms_prompt");
+  }
+  const boostedWords = cleanBoostedWords(body.keyterms_prompt ?? option(body, 'boosted_words', 'word_boost', []));
+  const customSpelling = cleanSpelling(body.custom_spelling ?? []);
   const languageAuto = option(body, 'language_auto', 'language_detection', false);
   const fillerWords = option(body, 'filler_words', 'disfluencies', false);
   const webhook = webhookOf(body);
@@ -168,6 +187,7 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
         fillerWords,
         formatText: body.format_text,
         boostedWords,
+        ...(customSpelling.length ? { customSpelling: customSpelling as unknown as Prisma.InputJsonValue } : {}),
         ...range,
         ...webhook,
       },

@@ -109,3 +109,62 @@ export function formatText(text: string, options: FormatOptions): string {
   }
   return tokens.join(' ');
 }
+
+/** Words as search and custom spelling compare them: lower case, letters, digits and inner apostrophes only. */
+export function comparableForm(text: string): string {
+  const trimQuotes = (w: string) => {
+    let a = 0;
+    let b = w.length;
+    while (a < b && w[a] === "'") a++;
+    while (b > a && w[b - 1] === "'") b--;
+    return w.slice(a, b);
+  };
+  return text.toLowerCase().replace(/[^\p{L}\p{N}']+/gu, ' ').split(' ').map(trimQuotes).filter(Boolean).join(' ');
+}
+
+/** The comparable forms of the words of a phrase (as a transcript's words would have them). */
+export const comparableWords = (phrase: string) => phrase.trim().split(/\s+/).map(comparableForm).filter(Boolean);
+
+/** AssemblyAI's custom_spelling: each `from` word or phrase, wherever it is said, is written `to`. */
+export interface SpellingRule {
+  from: string[];
+  to: string;
+}
+
+/**
+ * Applies custom spelling to formatted sentences: a run of words whose comparable forms are those
+ * of a `from` phrase (the longest first) becomes one word written `to`, keeping the punctuation
+ * after the run and its times (first start, last end, lowest confidence). Runs do not cross
+ * sentences.
+ */
+export function applyCustomSpelling(sentences: readonly FormattedWord[][], rules: readonly SpellingRule[]): FormattedWord[][] {
+  const phrases = rules
+    .flatMap((r) => r.from.map((f) => ({ forms: comparableWords(f), to: r.to })))
+    .filter((p) => p.forms.length > 0)
+    .sort((a, b) => b.forms.length - a.forms.length);
+  if (phrases.length === 0) return sentences.map((s) => [...s]);
+  return sentences.map((sentence) => {
+    const forms = sentence.map((w) => comparableForm(w.text));
+    const out: FormattedWord[] = [];
+    for (let i = 0; i < sentence.length; ) {
+      const hit = phrases.find((p) => p.forms.every((f, k) => forms[i + k] === f));
+      if (!hit) {
+        out.push(sentence[i]!);
+        i++;
+        continue;
+      }
+      const run = sentence.slice(i, i + hit.forms.length);
+      const confidences = run.map((w) => w.c).filter((c): c is number => c !== null);
+      out.push({ text: hit.to + splitToken(run.at(-1)!.text).trail, s: run[0]!.s, e: run.at(-1)!.e, c: confidences.length ? Math.min(...confidences) : null });
+      i += run.length;
+    }
+    return out;
+  });
+}
+
+/** The same for a text without times (a remote engine's): one sentence of its words. */
+export function spellText(text: string, rules: readonly SpellingRule[]): string {
+  if (rules.length === 0 || !text) return text;
+  const words = text.split(' ').map((w) => ({ text: w, s: 0, e: 0, c: null }));
+  return textOfSentences(applyCustomSpelling([words], rules));
+}

@@ -1,4 +1,4 @@
-import type { FormattedWord } from './text-format.js';
+import { comparableForm, comparableWords, type FormattedWord } from './text-format.js';
 
 /**
  * AssemblyAI's views of a transcript's timed words (times in milliseconds): the words of the
@@ -116,27 +116,16 @@ export function subtitles(sentences: readonly FormattedWord[][], format: 'srt' |
   return ['WEBVTT\n', ...cues.map((c) => `${clock(c.start, '.')} --> ${clock(c.end, '.')}\n${c.text}\n`)].join('\n');
 }
 
-/** Words as search compares them: lower case, letters, digits and inner apostrophes only. */
-function searchForm(text: string): string {
-  const trimQuotes = (w: string) => {
-    let a = 0;
-    let b = w.length;
-    while (a < b && w[a] === "'") a++;
-    while (b > a && w[b - 1] === "'") b--;
-    return w.slice(a, b);
-  };
-  return text.toLowerCase().replace(/[^\p{L}\p{N}']+/gu, ' ').split(' ').map(trimQuotes).filter(Boolean).join(' ');
-}
-
 /** The searched terms of `words=a,b c`: each a word or a phrase of up to MAX_SEARCH_PHRASE_WORDS words. */
 export function searchTerms(words: string): string[][] {
-  return [...new Set(words.split(',').map(searchForm).filter(Boolean))].map((term) => term.split(/\s+/));
+  const terms = words.split(',').map(comparableWords).filter((t) => t.length > 0);
+  return [...new Map(terms.map((t) => [t.join(' '), t])).values()];
 }
 
 /** Where each term occurs: its count, the [start, end] of each occurrence and the index of its first word. */
 export function searchWords(sentences: readonly FormattedWord[][], terms: readonly string[][]) {
   const words = sentences.flat();
-  const forms = words.map((w) => searchForm(w.text));
+  const forms = words.map((w) => comparableForm(w.text));
   const matches = terms.map((term) => {
     const timestamps: number[][] = [];
     const indexes: number[] = [];

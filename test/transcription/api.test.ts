@@ -221,6 +221,33 @@ describe('transcription: /v2/transcript with the local engine', function () {
     assert.deepEqual(backwards.body.errors, { audio_end_at: ['must be after audio_start_from'] });
   });
 
+  it("custom_spelling writes a word or phrase as asked in the text and the words, with the said words' times", async () => {
+    const clip = files.url(await speak('Please call the doctor tomorrow morning about the weather report.'));
+    const plain = await http('POST', '/v2/transcript', { key: partner.key, json: { audio_url: clip } });
+    const spelled = await http('POST', '/v2/transcript', {
+      key: partner.key,
+      json: { audio_url: clip, keyterms_prompt: ['doctor'], custom_spelling: [{ from: ['Doctor'], to: 'Dr. Smith' }, { from: ['forecast', 'weather  report'], to: 'Forecast' }] },
+    });
+    assert.equal(spelled.status, 200, JSON.stringify(spelled.body));
+    const [a, b] = [(await finished(plain.body.id)).body, (await finished(spelled.body.id)).body];
+    assert.match(a.text, /doctor .* weather report\.$/, a.text);
+    assert.equal(b.text, a.text.replace('doctor', 'Dr. Smith').replace('weather report.', 'Forecast.'));
+    type Word = { text: string; start: number; end: number };
+    const said = (w: Word[], text: string) => w.find((x) => x.text === text)!;
+    const [aw, bw] = [a.words as Word[], b.words as Word[]];
+    assert.deepEqual(said(bw, 'Forecast.'), { ...said(bw, 'Forecast.'), start: said(aw, 'weather').start, end: said(aw, 'report.').end });
+    assert.deepEqual([said(bw, 'Dr. Smith').start, said(bw, 'Dr. Smith').end], [said(aw, 'doctor').start, said(aw, 'doctor').end]);
+    const row = await api.deps.db.transcript.findUniqueOrThrow({ where: { id: spelled.body.id.split('/').pop() } });
+    assert.deepEqual(row.boostedWords, ['doctor'], 'keyterms_prompt is boosted_words');
+
+    const both = await http('POST', '/v2/transcript', { key: partner.key, json: { audio_url: clip, keyterms_prompt: ['a'], word_boost: ['b'] } });
+    assert.equal(both.status, 422);
+    assert.ok(both.body.errors.keyterms_prompt, JSON.stringify(both.body));
+    const blank = await http('POST', '/v2/transcript', { key: partner.key, json: { audio_url: clip, custom_spelling: [{ from: ['...'], to: 'x' }] } });
+    assert.equal(blank.status, 422);
+    assert.deepEqual(blank.body.errors, { custom_spelling: ["entry 0: from '...' has no letter or digit to match"] });
+  });
+
   it('sentences and subtitles of a transcript that is not completed are a 409', async () => {
     const headerOnly = wavFile({ sampleRate: 16000, channels: 1 }, Buffer.alloc(0));
     const res = await http('POST', '/v2/transcript', { key: partner.key, form: { audio: { name: 'nothing.wav', content: headerOnly } } });

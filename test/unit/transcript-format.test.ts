@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { formatText, formatWords, type FormattedWord } from '../../lib/transcripts/text-format.js';
+import { applyCustomSpelling, formatText, formatWords, spellText, textOfSentences, type FormattedWord } from '../../lib/transcripts/text-format.js';
 import { captionsOf, meanConfidence, paragraphsOf, searchTerms, searchWords, sentencesOf, subtitles } from '../../lib/transcripts/timed-text.js';
 import { mergeKeywords, parseTimedTokens } from '../../lib/providers/speech-to-text.js';
 
@@ -104,6 +104,18 @@ describe('transcript timed views', () => {
     const late = [sentence(3725.25, 'Late.')];
     assert.equal(subtitles(late, 'srt', 80), '1\n01:02:05,250 --> 01:02:05,650\nLate.\n');
     assert.equal(subtitles(story.slice(0, 2), 'vtt', 80), "WEBVTT\n\n00:00:00.000 --> 00:00:01.400\nRain is coming.\n\n00:00:01.800 --> 00:00:03.200\nDon't go out.\n");
+  });
+
+  it('custom spelling: the longest phrase first, punctuation after the run kept, times and lowest confidence of the run', () => {
+    const spelled = applyCustomSpelling(story, [
+      { from: ['road is'], to: 'Road-Is' },
+      { from: ['the road is closed'], to: 'closure' },
+      { from: ['RAIN'], to: 'Regen' },
+    ]);
+    assert.equal(textOfSentences(spelled), "Regen is coming. Don't go out. closure.");
+    assert.deepEqual(spelled[2], [{ text: 'closure.', s: 5, e: 6.9, c: 0.8 }]);
+    assert.equal(spellText('We met the doctor, then the doctor left.', [{ from: ['doctor'], to: 'Dr. Who' }]), 'We met the Dr. Who, then the Dr. Who left.');
+    assert.equal(spellText('nothing to do', []), 'nothing to do');
   });
 
   it('word search: without case or punctuation, phrases of consecutive words, apostrophes inside words kept', () => {

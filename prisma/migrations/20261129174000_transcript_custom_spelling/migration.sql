@@ -1,0 +1,2 @@
+-- AlterTable
+ALTER TABLE "transcripts" ADD COLUMN     "customSpelling" JSONB;
