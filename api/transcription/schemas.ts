@@ -12,6 +12,8 @@ export const transcriptBody: JsonSchema = {
     language_auto: { type: 'boolean', description: 'The engine identifies the language (language_code is then ignored); default false' },
     filler_words: { type: 'boolean', description: 'Keep hesitations (uh, um, ...); default false' },
     format_text: { type: 'boolean', default: true, description: 'Capitals and sentence punctuation' },
+    punctuate: { type: 'boolean', description: 'AssemblyAI\'s: false drops every punctuation mark (the capitals of format_text stay); default true' },
+    speech_threshold: { type: ['number', 'null'], minimum: 0, maximum: 1, description: 'AssemblyAI\'s: the transcript ends in `error` when less than this fraction of the audio (or of its part) is sound rather than silence' },
     boosted_words: boostedWords('Terms to recognise more readily (at most 100, each 1-100 characters); in multipart, repeat the field `boosted_words[]`'),
     audio_start_from: { type: ['integer', 'null'], minimum: 0, maximum: 86_400_000, description: 'Milliseconds: transcribe from this point of the audio (word times stay the recording\'s)' },
     audio_end_at: { type: ['integer', 'null'], minimum: 1, maximum: 86_400_000, description: 'Milliseconds: transcribe up to this point (after audio_start_from; past the end: to the end)' },

@@ -131,6 +131,13 @@ export async function prepareTranscript(deps: TranscriptDeps, transcriptId: stri
     const partSeconds = to - from;
     const target = Math.min(deps.config.transcription.segmentSeconds, engine.maxSegmentSeconds);
     const analysis = await findPauses(part, { durationSeconds: partSeconds, signal });
+    if (row.speechThreshold !== null) {
+      const silent = analysis.threshold.silent ? partSeconds : analysis.pauses.reduce((sum, p) => sum + (p.end - p.start), 0);
+      const speech = Math.max(0, 1 - silent / partSeconds);
+      if (speech < row.speechThreshold) {
+        throw new TranscriptInputError(`the audio holds sound for ${Math.round(speech * 100)} % of its length, less than speech_threshold ${row.speechThreshold} asks`);
+      }
+    }
     // Silence has nothing to transcribe: no segments, and the transcript completes with "".
     const segments = analysis.threshold.silent ? [] : planSegments({ durationSeconds: partSeconds, pauses: analysis.pauses, targetSeconds: target, maxSeconds: Math.min(target * 1.5, engine.maxSegmentSeconds) });
     for (const s of segments) {
@@ -208,7 +215,7 @@ export async function completeTranscript(deps: TranscriptDeps, transcriptId: str
   await deps.storage.removePrefix(transcriptFiles.prefix(transcriptId));
   if (!t) return 'gone';
   if (t.status === 'processing') {
-    const options = { fillerWords: t.fillerWords, formatText: t.formatText };
+    const options = { fillerWords: t.fillerWords, formatText: t.formatText, punctuate: t.punctuate };
     const timed = t.segments.every((s) => s.words !== null);
     const spelling = (t.customSpelling ?? []) as unknown as SpellingRule[];
     const sentences = timed

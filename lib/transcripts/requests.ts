@@ -34,6 +34,8 @@ export interface TranscriptRequestBody extends TranscriptWebhookRequest {
   language_auto?: boolean;
   filler_words?: boolean;
   format_text: boolean;
+  punctuate?: boolean;
+  speech_threshold?: number | null;
   boosted_words?: string[];
   /** AssemblyAI's: transcribe only from / up to this point (milliseconds; null: absent). */
   audio_start_from?: number | null;
@@ -186,6 +188,8 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
         languageAuto,
         fillerWords,
         formatText: body.format_text,
+        punctuate: body.punctuate ?? true,
+        speechThreshold: body.speech_threshold ?? null,
         boostedWords,
         ...(customSpelling.length ? { customSpelling: customSpelling as unknown as Prisma.InputJsonValue } : {}),
         ...range,

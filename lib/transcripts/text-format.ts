@@ -7,7 +7,8 @@ import type { RecognizedWord } from '../providers/speech-to-text.js';
  *   sentence ends where the speaker stopped: an utterance end or a pause of 0.5 s; it ends with `?`
  *   when it opens with a question word or an inverted auxiliary and has at least three words, else
  *   `.`; `i`, `i'm`, ... become `I`, `I'm`); a remote engine's text is already formatted and is kept;
- * - `format_text=false` gives lower-case words without punctuation (apostrophes inside words stay).
+ * - `format_text=false` gives lower-case words without punctuation (apostrophes inside words stay);
+ * - `punctuate=false` (AssemblyAI's) drops the punctuation marks and keeps format_text's capitals.
  */
 export const fillerWords: ReadonlySet<string> = new Set(['uh', 'um', 'uhm', 'umm', 'hmm', 'hm', 'mm', 'mhm', 'mmm', 'ah', 'er', 'erm', 'eh']);
 
@@ -22,6 +23,8 @@ const SENTENCE_PAUSE_SECONDS = 0.5;
 export interface FormatOptions {
   fillerWords: boolean;
   formatText: boolean;
+  /** AssemblyAI's `punctuate` (default true): false keeps the capitals of format_text without any punctuation mark. */
+  punctuate?: boolean;
 }
 
 const capitalize = (w: string) => w.charAt(0).toUpperCase() + w.slice(1);
@@ -59,7 +62,7 @@ export function formatSentences(words: readonly RecognizedWord[], options: Forma
       if (options.formatText) {
         text = pronounI(text);
         if (i === 0) text = capitalize(text);
-        if (i === sentence.length - 1) text += question ? '?' : '.';
+        if (i === sentence.length - 1 && options.punctuate !== false) text += question ? '?' : '.';
       }
       return { text, s: w.s, e: w.e, c: w.c };
     });
@@ -101,9 +104,10 @@ export function formatText(text: string, options: FormatOptions): string {
     }
     tokens = out;
   }
-  if (!options.formatText) {
+  if (!options.formatText || options.punctuate === false) {
     return tokens
-      .map((t) => splitToken(t).core.toLowerCase().replace(/[^\p{L}\p{N}'’]+/gu, ' ').trim())
+      .map((t) => splitToken(t).core.replace(/[^\p{L}\p{N}'’]+/gu, ' ').trim())
+      .map((t) => (options.formatText ? t : t.toLowerCase()))
       .filter(Boolean)
       .join(' ');
   }

@@ -248,6 +248,20 @@ describe('transcription: /v2/transcript with the local engine', function () {
     assert.deepEqual(blank.body.errors, { custom_spelling: ["entry 0: from '...' has no letter or digit to match"] });
   });
 
+  it('speech_threshold: audio that is mostly silence ends in error when it asks for more sound', async () => {
+    const audio = fs.readFileSync(await concatWithPauses([await speak('Please call the doctor.'), await silence(8)], 0));
+    const strict = await http('POST', '/v2/transcript', { key: partner.key, form: { audio: { name: 'quiet.wav', content: audio }, speech_threshold: '0.6' } });
+    const lenient = await http('POST', '/v2/transcript', { key: partner.key, form: { audio: { name: 'quiet.wav', content: audio }, speech_threshold: '0.05', punctuate: 'false' } });
+    const failed = (await finished(strict.body.id)).body;
+    assert.equal(failed.status, 'error');
+    assert.match(failed.error, /^the audio holds sound for \d+ % of its length, less than speech_threshold 0\.6 asks$/);
+    assert.ok(Number(/for (\d+) %/.exec(failed.error)![1]) < 30, failed.error);
+    const done = (await finished(lenient.body.id)).body;
+    assert.equal(done.status, 'completed', JSON.stringify(done));
+    assert.match(done.text, /^Please call the doctor$/i, 'punctuate=false: no full stop');
+    assert.equal((await http('POST', '/v2/transcript', { key: partner.key, json: { audio_url: files.url(await silence(1)), speech_threshold: 1.5 } })).status, 422);
+  });
+
   it('sentences and subtitles of a transcript that is not completed are a 409', async () => {
     const headerOnly = wavFile({ sampleRate: 16000, channels: 1 }, Buffer.alloc(0));
     const res = await http('POST', '/v2/transcript', { key: partner.key, form: { audio: { name: 'nothing.wav', content: headerOnly } } });

@@ -121,12 +121,14 @@ describe('transcription engines', function () {
       assert.equal(auto.language_code, null, 'with language_auto no language_code is claimed');
     });
 
-    it('fillers are removed unless filler_words; format_text=false lowers the case and drops punctuation', async () => {
+    it('fillers are removed unless filler_words; format_text=false lowers the case and drops punctuation; punctuate=false drops only the punctuation', async () => {
       const plain = await result(await submit(clip));
       assert.equal(plain.text, 'I think, we should go. What time is it?');
       const fillers = await result(await submit(clip, { filler_words: 'true' }));
       assert.equal(fillers.text, answer);
       assert.match(lastFields().prompt ?? '', /Umm, let me think/);
+      const unpunctuated = await result(await submit(clip, { punctuate: 'false' }));
+      assert.equal(unpunctuated.text, 'I think we should go What time is it');
       const bare = await result(await submit(clip, { filler_words: 'true', format_text: 'false' }));
       assert.equal(bare.text, 'um i think uh we should go hmm what time is it');
     });

@@ -44,6 +44,13 @@ describe('transcript text', () => {
     assert.equal(formatWords(words(), { fillerWords: true, formatText: true }), 'Um I think we should go. What time is it?');
   });
 
+  it('punctuate=false: the capitals of format_text without any punctuation mark', () => {
+    assert.equal(formatWords(words(), { fillerWords: false, formatText: true, punctuate: false }), 'I think we should go What time is it');
+    const text = 'Um, I think, uh, we should go. Hmm, what time is it? Er... okay.';
+    assert.equal(formatText(text, { fillerWords: false, formatText: true, punctuate: false }), 'I think we should go What time is it Okay');
+    assert.equal(formatText(text, { fillerWords: false, formatText: false, punctuate: false }), 'i think we should go what time is it okay');
+  });
+
   it('without format_text: lower case words only', () => {
     assert.equal(formatWords(words(), { fillerWords: false, formatText: false }), 'i think we should go what time is it');
   });
