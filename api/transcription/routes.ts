@@ -109,7 +109,7 @@ export function transcriptionRoutes(deps: ApiDeps): RouteDefinition[] {
           summary: `A completed transcript's ${unit}${note}`,
           description:
             unit === 'sentences'
-              ? "AssemblyAI's `transcripts.sentences`: `{id, confidence, audio_duration, sentences: [{text, start, end, confidence, words, speaker: null}]}` (milliseconds). A sentence ends where the speaker stopped (an utterance end or a pause of 0.5 s)."
+              ? "AssemblyAI's `transcripts.sentences`: `{id, confidence, audio_duration, sentences: [{text, start, end, confidence, words, speaker: null}]}` (milliseconds). A sentence ends where the speaker stopped (a pause of 0.5 s, or the end of a segment the engine was given)."
               : "AssemblyAI's `transcripts.paragraphs`: `{id, confidence, audio_duration, paragraphs: [{text, start, end, confidence, words, speaker: null}]}` (milliseconds). A paragraph is the sentences between pauses of 1.5 s, at most about 150 words.",
           params: transcriptIdParams,
           responses: { 200: { description: `The ${unit}`, schema: timedSpans(unit) }, ...transcriptionErrors, 409: notTimed },

@@ -4,7 +4,7 @@ import type { RecognizedWord } from '../providers/speech-to-text.js';
  * The text of a transcript from what the engine recognised:
  * - `filler_words=false` removes hesitations (uh, um, hmm, ...);
  * - `format_text=true` adds capitals and sentence punctuation to the local engine's words (a
- *   sentence ends where the speaker stopped: an utterance end or a pause of 0.5 s; it ends with `?`
+ *   sentence ends where the speaker stopped: a pause of 0.5 s or the engine's utterance end; it ends with `?`
  *   when it opens with a question word or an inverted auxiliary and has at least three words, else
  *   `.`; `i`, `i'm`, ... become `I`, `I'm`); a remote engine's text is already formatted and is kept;
  * - `format_text=false` gives lower-case words without punctuation (apostrophes inside words stay);
