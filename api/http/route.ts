@@ -26,6 +26,8 @@ export interface FormOptions {
   maxTotalBytes?: number;
   /** Fields that are arrays: a single value (`field=a`) becomes `[a]`; `field[]` repeated already is one. */
   arrayFields?: string[];
+  /** Fields whose value is structured (an array of objects): in a form they are sent as JSON text. */
+  jsonFields?: string[];
   /** A request without any body (no Content-Type, nothing sent) is an empty form: every field takes its default. */
   allowEmptyBody?: boolean;
 }
@@ -191,6 +193,14 @@ export function buildRouter(routes: RouteDefinition[], env: RouteEnvironment): e
           const fields: Record<string, unknown> = { ...(req.body ?? {}) };
           for (const name of route.body.arrayFields ?? []) {
             if (typeof fields[name] === 'string') fields[name] = [fields[name]];
+          }
+          for (const name of route.body.jsonFields ?? []) {
+            if (typeof fields[name] !== 'string') continue;
+            try {
+              fields[name] = JSON.parse(fields[name]);
+            } catch {
+              throw badRequest(`form.${name} must be JSON text`, { fieldErrors: { [name]: ['must be JSON text'] } });
+            }
           }
           body = validate('form', route.body.schema, fields, true);
         }

@@ -33,7 +33,7 @@ export function transcriptionRoutes(deps: ApiDeps): RouteDefinition[] {
       summary: 'Submit audio for transcription',
       description:
         'JSON `{audio_url, ...}` or multipart with the file in `audio` (never both). Answers `{id: "/v2/transcript/<id>", status: "queued"}` (plus the `audio_url` of a URL submission); the transcript is made by the workflow `transcript-<id>`. The partner\'s rate and concurrency limits are checked before the body is read (429 with `Retry-After`).',
-      body: { type: 'json-or-form', schema: transcriptBody, files: [{ name: 'audio', maxCount: 1 }], maxFileBytes: maxTranscriptUploadBytes, arrayFields: ['boosted_words', 'word_boost', 'keyterms_prompt'] },
+      body: { type: 'json-or-form', schema: transcriptBody, files: [{ name: 'audio', maxCount: 1 }], maxFileBytes: maxTranscriptUploadBytes, arrayFields: ['boosted_words', 'word_boost', 'keyterms_prompt'], jsonFields: ['custom_spelling'] },
       preflight: ({ principal }) => admitTranscript(deps, principal),
       responses: { 200: { description: 'Queued', schema: transcriptObject }, ...transcriptionErrors },
       handler: async ({ body, files, principal, req }) => {

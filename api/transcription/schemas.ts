@@ -29,7 +29,7 @@ export const transcriptBody: JsonSchema = {
           to: { type: 'string', minLength: 1, maxLength: 100 },
         },
       },
-      description: 'AssemblyAI\'s custom spelling: each word or phrase of `from` is written `to` in the text and words (JSON bodies only)',
+      description: 'AssemblyAI\'s custom spelling: each word or phrase of `from` is written `to` in the text and words (in multipart: the array as JSON text)',
     },
     webhook_url: { type: ['string', 'null'], format: 'uri', maxLength: 2048, description: 'http(s) URL POSTed `{transcript_id, status}` (JSON) once the transcript is `completed` or `error` (null: none)' },
     webhook_auth_header_name: { type: ['string', 'null'], minLength: 1, maxLength: 256, pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", description: 'A header sent with every webhook delivery (with `webhook_auth_header_value`)' },

@@ -243,6 +243,13 @@ describe('transcription: /v2/transcript with the local engine', function () {
     const both = await http('POST', '/v2/transcript', { key: partner.key, json: { audio_url: clip, keyterms_prompt: ['a'], word_boost: ['b'] } });
     assert.equal(both.status, 422);
     assert.ok(both.body.errors.keyterms_prompt, JSON.stringify(both.body));
+    // In a multipart form the array comes as JSON text.
+    const form = await http('POST', '/v2/transcript', { key: partner.key, form: { audio_url: clip, custom_spelling: JSON.stringify([{ from: ['doctor'], to: 'Dr. Smith' }]) } });
+    assert.equal(form.status, 200, JSON.stringify(form.body));
+    assert.equal((await finished(form.body.id)).body.text, a.text.replace('doctor', 'Dr. Smith'));
+    const notJson = await http('POST', '/v2/transcript', { key: partner.key, form: { audio_url: clip, custom_spelling: '[{from: doctor}]' } });
+    assert.equal(notJson.status, 422);
+    assert.deepEqual(notJson.body.errors, { custom_spelling: ['must be JSON text'] });
     const blank = await http('POST', '/v2/transcript', { key: partner.key, json: { audio_url: clip, custom_spelling: [{ from: ['...'], to: 'x' }] } });
     assert.equal(blank.status, 422);
     assert.deepEqual(blank.body.errors, { custom_spelling: ["entry 0: from '...' has no letter or digit to match"] });
