@@ -2,7 +2,7 @@ import type { Prisma } from '../platform/db.js';
 import type { Principal } from '../platform/api-keys.js';
 import { transcriptPath, type TranscriptStatus } from '../contracts/transcript.js';
 import { invalid } from './audio-checks.js';
-import { findVisibleTranscript, visibleTo, type TranscriptApiDeps } from './requests.js';
+import { visibleTo, visibleTranscriptWhere, type TranscriptApiDeps } from './requests.js';
 
 /**
  * GET /v2/transcript, AssemblyAI's `transcripts.list()`: the key's transcripts (every one for the
@@ -42,13 +42,17 @@ export async function listTranscripts(deps: Pick<TranscriptApiDeps, 'db'>, princ
   // Newer pages are read oldest first from the anchor, then turned round: every page is newest first.
   const newerPage = cursorField === 'after_id';
   if (cursorField !== null && !query.throttled_only) {
-    const anchor = await findVisibleTranscript(deps, principal, uuidOf(query[cursorField]!));
+    // Only what the cursor needs: the anchor's text and words may be megabytes.
+    const anchorWhere = visibleTranscriptWhere(principal, uuidOf(query[cursorField]!));
+    const anchor = anchorWhere ? await deps.db.transcript.findFirst({ where: anchorWhere, select: { id: true, createdAt: true } }) : null;
     if (!anchor) throw invalid(cursorField, 'names no transcript of this key (unknown, another partner\'s, or past its retention)');
     const at = anchor.createdAt;
     where.push(newerPage ? { OR: [{ createdAt: { gt: at } }, { createdAt: at, id: { gt: anchor.id } }] } : { OR: [{ createdAt: { lt: at } }, { createdAt: at, id: { lt: anchor.id } }] });
   }
   const order = newerPage ? 'asc' : 'desc';
-  const found = query.throttled_only ? [] : await deps.db.transcript.findMany({
+  const found = query.throttled_only
+    ? []
+    : await deps.db.transcript.findMany({
         where: { AND: where },
         orderBy: [{ createdAt: order }, { id: order }],
         take: limit + 1,

@@ -242,14 +242,15 @@ export function visibleTo(principal: Principal): Prisma.TranscriptWhereInput {
   return { ...(principal.isAdmin ? {} : { partnerId: principal.partnerId }), OR: [{ expiresAt: null }, { expiresAt: { gt: new Date() } }] };
 }
 
-/** One transcript the key may see (`id`: its uuid), or null. */
-export async function findVisibleTranscript(deps: Pick<TranscriptApiDeps, 'db'>, principal: Principal, id: string) {
-  return isUuid(id) ? deps.db.transcript.findFirst({ where: { id: id.toLowerCase(), ...visibleTo(principal) } }) : null;
+/** The filter of one transcript the key may see (`id`: its uuid); null when `id` cannot name one. */
+export function visibleTranscriptWhere(principal: Principal, id: string): Prisma.TranscriptWhereInput | null {
+  return isUuid(id) ? { id: id.toLowerCase(), ...visibleTo(principal) } : null;
 }
 
-/** The same, or a 404. */
+/** One transcript the key may see (`id`: its uuid), or a 404. */
 export async function visibleTranscript(deps: Pick<TranscriptApiDeps, 'db'>, principal: Principal, id: string) {
-  const row = await findVisibleTranscript(deps, principal, id);
+  const where = visibleTranscriptWhere(principal, id);
+  const row = where ? await deps.db.transcript.findFirst({ where }) : null;
   if (!row) throw notFound('transcript not found');
   return row;
 }
