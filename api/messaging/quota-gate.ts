@@ -13,6 +13,7 @@ const quotaEndpoints: Array<{ method: 'get' | 'post'; path: string; endpoint: Me
   { method: 'post', path: '/v3/responses', endpoint: 'responses', style: 'messaging' },
   { method: 'post', path: '/v2/completions', endpoint: 'legacy', style: 'messaging' },
   { method: 'get', path: '/v2/completions/:id', endpoint: 'legacy', style: 'messaging' },
+  { method: 'get', path: '/v2/completions//v2/completions/:id', endpoint: 'legacy', style: 'messaging' },
   { method: 'post', path: '/v2/audio/speech', endpoint: 'speech', style: 'speech' },
   { method: 'get', path: '/v2/audio/voices', endpoint: 'speech', style: 'speech' },
 ];

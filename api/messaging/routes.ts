@@ -94,12 +94,18 @@ export function messagingRoutes(deps: ApiDeps): RouteDefinition[] {
       responses: { 200: { description: '`{id, state}`' }, ...messagingErrors, 501: { description: '`audio_files` are not supported: send the transcribed text as a user message' } },
       handler: async ({ body, res }) => ({ body: await requestLegacyCompletion(deps, res.locals.quotaKey, body.input) }),
     }),
-    defineRoute<{ id: string }>({
-      method: 'get', path: '/v2/completions/{id}', access: 'quota', deprecated: true, summary: 'Poll a legacy completion (deprecated)',
+    legacyPollRoute('/v2/completions/{id}', 'Poll a legacy completion (deprecated)'),
+    legacyPollRoute('/v2/completions//v2/completions/{id}', 'Poll a legacy completion (deprecated; the id as returned, appended to the path)'),
+  ];
+
+  // The id is itself the path /v2/completions/<uuid> (spec 4): a client that appends it to the documented path gets the same answer.
+  function legacyPollRoute(path: string, summary: string) {
+    return defineRoute<{ id: string }>({
+      method: 'get', path, access: 'quota', deprecated: true, summary,
       description: `Deprecated. ${quotaKeyAuth} \`{id, state, output, created_at, expires_at}\` (\`error\` too when failed). Finished results are kept for LEGACY_COMPLETION_RETENTION_SECONDS (20 minutes); afterwards, and for ids of other keys, 404.`,
       params: legacyIdParams,
       responses: { 200: { description: 'The completion' }, 404: { description: 'Unknown or expired' } },
       handler: async ({ params, res }) => ({ body: await readLegacyCompletion(deps, res.locals.quotaKey, params.id) }),
-    }),
-  ];
+    });
+  }
 }

@@ -8,7 +8,7 @@ import { estimateTokens, holdLifetimeMs, holdsBeingMade, inputJson, quickTokenBo
 import { AppError } from '../platform/errors.js';
 import { providerResponseId, recordResponseAlias, SERVICE_RESPONSE_PREFIX } from './response-aliases.js';
 import { resolveCharacter, takeServiceMetadata, type Character } from './service-metadata.js';
-import { composeInstructions, retrieveKnowledge, visibilityItems, type KnowledgeContext } from './knowledge.js';
+import { composeInstructions, isServiceItem, retrieveKnowledge, visibilityItems, type KnowledgeContext } from './knowledge.js';
 import {
   isClientAbort,
   mayBeFailure,
@@ -362,6 +362,9 @@ export async function responses(ctx: GenerationContext, body: ResponsesBody): Pr
   // this service does not relay: the client would pay for an answer it can never read.
   if (body.background === true) throw new AppError('bad_request', 'background mode is not offered: send the request without background (stream it for long answers)');
   const { forwarded, fallback, service } = splitRequest(body);
+  // A client that sends a knowledge answer's output back as the next turn's input (OpenAI's
+  // stateless conversations) sends our visibility items too: the provider never issued their ids.
+  if (Array.isArray(forwarded.input)) forwarded.input = forwarded.input.filter((item) => !isServiceItem(item));
   if (forwarded.previous_response_id !== undefined) forwarded.previous_response_id = await providerResponseId(ctx.deps.db, ctx.key.id, forwarded.previous_response_id);
   const character = await resolveCharacter(ctx.deps.db, ctx.key, service);
   const client = upstreamClient(ctx.deps.config);
@@ -436,8 +439,8 @@ const STREAM_CUT_SHORT = 'its stream ended before the response did (no response.
 
 /**
  * The SSE text of a batch of response events, as the provider sent them. An event is parsed only
- * when it may be an error event, names no type in its `event:` line, or completes the response
- * (its usage is recorded); its sequence number is read from the text.
+ * when it may be an error event, names no type in its `event:` line, or ends the response (its
+ * usage is recorded); its sequence number is read from the text.
  */
 function relayResponseEvents(batch: RawStreamEvent[], relay: { usage: ProviderUsage | null; last: number; ended: boolean }): string {
   let out = '';
@@ -450,8 +453,12 @@ function relayResponseEvents(batch: RawStreamEvent[], relay: { usage: ProviderUs
     }
     let type = e.event;
     if (!type) type = (parsed ??= JSON.parse(e.data) as ResponseEvent).type;
-    if (type === 'response.completed') relay.usage = (parsed ?? (JSON.parse(e.data) as ResponseEvent)).response?.usage ?? null;
-    if (FINAL_RESPONSE_EVENTS.has(type)) relay.ended = true;
+    // An answer cut off by max_output_tokens (.incomplete) or failed by the model carries its usage
+    // too: it is charged what it used, as a completed one is, not its whole hold.
+    if (FINAL_RESPONSE_EVENTS.has(type)) {
+      relay.usage = (parsed ?? (JSON.parse(e.data) as ResponseEvent)).response?.usage ?? null;
+      relay.ended = true;
+    }
     const seq = sequenceNumber.exec(e.data);
     if (seq) relay.last = Number(seq[1]);
     out += `event: ${type}\ndata: ${e.data}\n\n`;

@@ -69,6 +69,12 @@ export function composeInstructions(parts: Array<string | null | undefined>): st
 
 const serviceId = (prefix: 'rs_service_' | 'fs_service_') => `${prefix}${crypto.randomBytes(12).toString('hex')}`;
 
+/** Whether an input item is one of the service's visibility items (spec 6: recognised by their id prefixes), not the model's. */
+export const isServiceItem = (item: unknown): boolean => {
+  const id = item && typeof item === 'object' ? (item as { id?: unknown }).id : undefined;
+  return typeof id === 'string' && (id.startsWith('rs_service_') || id.startsWith('fs_service_'));
+};
+
 /** The three visibility items of spec 2.4, ids fixed when the search starts. */
 export function visibilityItems() {
   const searching = {

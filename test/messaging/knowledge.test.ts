@@ -115,6 +115,16 @@ describe('messaging v3: knowledge context and visibility items', function () {
     assert.ok(!JSON.stringify(r).includes('the log recorded every hour of fog'), 'no full chunk anywhere in the answer');
   });
 
+  it("a next turn that sends the answer's output back as input reaches the model without the service's visibility items", async () => {
+    const first: any = await openai.responses.create({ model: 'm', input: question, metadata: { service } } as any);
+    const input = [{ role: 'user', content: question }, ...first.output, { role: 'user', content: 'And in clear weather?' }];
+    const next: any = await openai.responses.create({ model: 'm', input, metadata: { service } } as any);
+    assert.deepEqual(next.output.slice(0, 3).map((i: any) => i.id.slice(0, i.id.lastIndexOf('_') + 1)), ['rs_service_', 'fs_service_', 'rs_service_']);
+    const sent = upstream.callsTo('/v1/responses').at(-1)!.body;
+    assert.deepEqual(sent.input.map((i: any) => i.id ?? i.role), ['user', first.output[3].id, 'user']);
+    assert.ok(!JSON.stringify(sent.input).includes('_service_'), 'no service item id reaches the model');
+  });
+
   it('a search without sources still returns a completed file_search_call with results []', async () => {
     const r: any = await openaiEmpty.responses.create({ model: 'm', input: question, metadata: { service: emptyService } } as any);
     assertVisibility(r.output, false);

@@ -52,6 +52,11 @@ describe('messaging v2: legacy completions (deprecated)', function () {
     });
     assert.equal(done.id, res.body.id);
     assert.equal(done.output.message.content, 'echo: Hello keeper');
+    // The id filled into the documented path GET /v2/completions/{id}, as a client following the spec builds it.
+    const documented = await http('GET', `/v2/completions/${res.body.id}`, { headers: { 'X-Api-Key': key } });
+    assert.equal(documented.status, 200, JSON.stringify(documented.body));
+    assert.deepEqual(documented.body, done);
+    assert.equal((await http('GET', `/v2/completions/${res.body.id}`)).status, 401);
     const sent = upstream.callsTo('/v1/chat/completions').at(-1)!.body;
     assert.equal(sent.model, 'legacy-model');
     assert.deepEqual(sent.messages[0], { role: 'system', content: 'You are Keeper, keeper of Skerryvore.' });

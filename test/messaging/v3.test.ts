@@ -574,6 +574,27 @@ describe('messaging v3: chat completions and responses through the openai client
       assert.match(res.body.detail.message, /answer could not be used: its answer is not JSON \(text\/html/);
     });
 
+    it('a responses stream that ends incomplete or failed is charged the usage it reports, not its whole hold', async () => {
+      for (const end of ['response.incomplete', 'response.failed'] as const) {
+        const k = await newQuotaKey(http, { quota_type: 'responses', token_amount: 100_000 });
+        upstream.respond((call) => {
+          const events = responseEvents(call, 'The answer was cut');
+          const last = events.at(-1);
+          const status = end === 'response.incomplete' ? 'incomplete' : 'failed';
+          events[events.length - 1] = { ...last, type: end, response: { ...last.response, status, usage: { input_tokens: 30, output_tokens: 20, total_tokens: 50 } } };
+          return { sse: events, named: true, done: false };
+        });
+        const text = await streamOf(k.key, { model: 'm', input: 'x', stream: true, max_output_tokens: 4000 }, '/v3/responses');
+        assert.match(text, new RegExp(`event: ${end.replace('.', '\\.')}\n`));
+        const settled = await eventually(`the settlement after ${end}`, async () => {
+          const list = await http('GET', '/api/quota-keys', { key: testStack().adminApiKey });
+          const found = list.body.find((x: { id: string }) => x.id === k.id);
+          return found?.tokens_reserved === 0 && found;
+        });
+        assert.equal(settled.tokens_consumed, 50, end);
+      }
+    });
+
     it('an error event in the middle of a responses stream ends it with an error event numbered after the last', async () => {
       upstream.respond((call) => ({ sse: [...responseEvents(call, 'The answer.').slice(0, 4), { type: 'error', code: 'overloaded', message: 'the model went away', sequence_number: 4 }], named: true, done: false }));
       const text = await streamOf(key, { model: 'm', input: 'x', stream: true }, '/v3/responses');
