@@ -6,7 +6,7 @@ export const transcriptBody: JsonSchema = {
   type: 'object',
   additionalProperties: false,
   properties: {
-    audio_url: { type: 'string', format: 'uri', maxLength: 2048, description: 'http(s) URL of the audio; required unless `audio` is uploaded' },
+    audio_url: { type: 'string', format: 'iri', maxLength: 8192, description: 'http(s) URL of the audio (non-ASCII characters as they are or percent-encoded; at most 8,192 characters, room for a presigned URL); required unless `audio` is uploaded' },
     audio: { description: 'The audio file (multipart only; at most 100 MB; mp3, wav, ogg, flac, m4a, mp4, webm); required unless `audio_url` is given' },
     language_code: { type: 'string', enum: [...transcriptLanguageCodes], default: 'en_us' },
     language_auto: { type: 'boolean', description: 'The engine identifies the language (language_code is then ignored); default false' },
@@ -31,7 +31,7 @@ export const transcriptBody: JsonSchema = {
       },
       description: 'AssemblyAI\'s custom spelling: each word or phrase of `from` is written `to` in the text and words (in multipart: the array as JSON text)',
     },
-    webhook_url: { type: ['string', 'null'], format: 'uri', maxLength: 2048, description: 'http(s) URL POSTed `{transcript_id, status}` (JSON) once the transcript is `completed` or `error` (null: none)' },
+    webhook_url: { type: ['string', 'null'], format: 'iri', maxLength: 8192, description: 'http(s) URL POSTed `{transcript_id, status}` (JSON) once the transcript is `completed` or `error` (null: none)' },
     webhook_auth_header_name: { type: ['string', 'null'], minLength: 1, maxLength: 256, pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$", description: 'A header sent with every webhook delivery (with `webhook_auth_header_value`)' },
     webhook_auth_header_value: { type: ['string', 'null'], minLength: 1, maxLength: 4096, pattern: '^[^\\u0000-\\u0008\\u000a-\\u001f\\u007f]*$', description: 'Its value: a secret of your receiver, never shown in answers' },
     // AssemblyAI's names for the same options, which its official clients send.

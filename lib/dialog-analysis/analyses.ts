@@ -14,7 +14,7 @@ import {
 } from '../contracts/dialog-analysis.js';
 import { validateDialogRequest, type RawDialogInput } from './request.js';
 import type { SchemaSandbox } from './schema-sandbox.js';
-import { isUuid } from '../platform/ids.js';
+import { idWithoutPath, isUuid } from '../platform/ids.js';
 
 /**
  * The API side of dialog analysis (POST and GET /v2/dialog_analyses): admission, validation,
@@ -120,7 +120,8 @@ async function heal(deps: DialogAnalysisDeps, row: Row): Promise<Row> {
  * The analysis as the client sees it. Unknown ids, other partners' analyses and expired ones are
  * all 404 alike; the administrator key reads every analysis.
  */
-export async function readDialogAnalysis(deps: DialogAnalysisDeps, principal: Principal, id: string) {
+export async function readDialogAnalysis(deps: DialogAnalysisDeps, principal: Principal, pathOrId: string) {
+  const id = idWithoutPath(pathOrId, dialogAnalysisPath);
   const missing = () =>
     notFound(`Dialog analysis ${dialogAnalysisPath(id)} not found: unknown, or its result expired (results are kept for ${retentionText(deps.config.dialogAnalysis.retentionSeconds)} after completion).`);
   let row = isUuid(id) ? await deps.db.dialogAnalysis.findUnique({ where: { id: id.toLowerCase() } }) : null;

@@ -6,7 +6,7 @@ import { AppError, notFound } from '../platform/errors.js';
 import type { QuotaKeyPrincipal } from './quota-keys.js';
 import { estimateTokens, holdLifetimeMs, releaseQuota, reserveQuota, settleQuota, tokensUsed } from './quota.js';
 import { providerCalls, UpstreamError, upstreamClient, withFallback, type ProviderUsage } from './upstream.js';
-import { isUuid } from '../platform/ids.js';
+import { idWithoutPath, isUuid } from '../platform/ids.js';
 
 /**
  * Legacy /v2/completions (deprecated): a completion is requested, runs as the Temporal workflow
@@ -67,7 +67,8 @@ export async function requestLegacyCompletion(deps: Services & { temporal: Clien
 }
 
 /** Only the key that requested a completion may read it; expired and unknown ids are 404 alike. */
-export async function readLegacyCompletion(deps: Services, key: QuotaKeyPrincipal, id: string) {
+export async function readLegacyCompletion(deps: Services, key: QuotaKeyPrincipal, pathOrId: string) {
+  const id = idWithoutPath(pathOrId, legacyPath);
   const row = isUuid(id) ? await deps.db.legacyCompletion.findUnique({ where: { id } }) : null;
   if (!row || row.quotaKeyId !== key.id || (row.expiresAt && row.expiresAt <= new Date())) {
     throw notFound(`completion ${legacyPath(id)} not found: unknown, or its result expired (results are kept ${Math.round(deps.config.messaging.legacyRetentionSeconds / 60)} minutes)`);

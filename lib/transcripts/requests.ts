@@ -13,7 +13,7 @@ import { acceptedContainers, transcriptFiles } from './files.js';
 import { checkUpload, invalid, requireHttpUrl, tooMany, type TranscriptUpload } from './audio-checks.js';
 import { removeAudioUpload, uploadNamedBy, usableUpload } from './uploads.js';
 import { deleteTranscript } from './processing.js';
-import { isUuid } from '../platform/ids.js';
+import { idWithoutPath, isUuid } from '../platform/ids.js';
 import { webhookOf, webhookView, type TranscriptWebhookRequest } from './webhooks.js';
 import { meanConfidence, timedSentencesOf, wordsOf } from './timed-text.js';
 import { comparableWords, type SpellingRule } from './text-format.js';
@@ -244,7 +244,8 @@ export function visibleTo(principal: Principal): Prisma.TranscriptWhereInput {
 
 /** The filter of one transcript the key may see (`id`: its uuid); null when `id` cannot name one. */
 export function visibleTranscriptWhere(principal: Principal, id: string): Prisma.TranscriptWhereInput | null {
-  return isUuid(id) ? { id: id.toLowerCase(), ...visibleTo(principal) } : null;
+  const uuid = idWithoutPath(id, transcriptPath);
+  return isUuid(uuid) ? { id: uuid.toLowerCase(), ...visibleTo(principal) } : null;
 }
 
 /** One transcript the key may see (`id`: its uuid), or a 404. */

@@ -45,6 +45,10 @@ describe('dialog analysis API: creation, validation, limits, keys', function () 
     const filledIn = await http('GET', `/v2/dialog_analyses/${res.body.id}`, { key: partner.key });
     assert.equal(filledIn.status, 200, JSON.stringify(filledIn.body));
     assert.deepEqual(filledIn.body, res.body);
+    // ... and percent-encoded, as path templating (encodeURIComponent, OpenAPI generators) fills it in.
+    const encoded = await http('GET', `/v2/dialog_analyses/${encodeURIComponent(res.body.id)}`, { key: partner.key });
+    assert.equal(encoded.status, 200, JSON.stringify(encoded.body));
+    assert.deepEqual(encoded.body, res.body);
     const description = await api.deps.temporal.workflow.getHandle(dialogAnalysisWorkflowId(uuidOf(res.body.id))).describe();
     assert.equal(description.type, 'dialogAnalysis');
     assert.equal(description.status.name, 'RUNNING');

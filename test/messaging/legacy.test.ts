@@ -57,6 +57,8 @@ describe('messaging v2: legacy completions (deprecated)', function () {
     assert.equal(documented.status, 200, JSON.stringify(documented.body));
     assert.deepEqual(documented.body, done);
     assert.equal((await http('GET', `/v2/completions/${res.body.id}`)).status, 401);
+    const encoded = await http('GET', `/v2/completions/${encodeURIComponent(res.body.id)}`, { headers: { 'X-Api-Key': key } });
+    assert.deepEqual(encoded.body, done);
     const sent = upstream.callsTo('/v1/chat/completions').at(-1)!.body;
     assert.equal(sent.model, 'legacy-model');
     assert.deepEqual(sent.messages[0], { role: 'system', content: 'You are Keeper, keeper of Skerryvore.' });

@@ -113,6 +113,9 @@ describe('transcription: /v2/transcript with the local engine', function () {
     const res = await http('POST', '/v2/transcript', { key: partner.key, form: { audio: { name: 'quiet.wav', content: fs.readFileSync(await silence(3)) } } });
     const done = await finished(res.body.id);
     assert.deepEqual(done.body, { id: res.body.id, status: 'completed', text: '', audio_duration: 3, words: [], confidence: null, language_code: 'en_us' });
+    // The id filled into the documented path GET /v2/transcript/{id} percent-encoded, as path templating does.
+    const encoded = await http('GET', `/v2/transcript/${encodeURIComponent(res.body.id)}`, { key: partner.key });
+    assert.deepEqual(encoded.body, done.body);
   });
 
   it("a completed transcript's words, sentences, paragraphs, subtitles and word search follow the audio's times", async () => {

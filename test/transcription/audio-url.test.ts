@@ -17,6 +17,8 @@ import { binary, startAudioHost } from '../support/audio-host.js';
  * test's own server) with a download bound of 64 KiB (TRANSCRIPT_AUDIO_FETCH_MAX_BYTES).
  */
 const MAX_BYTES = 64 * 1024;
+/** A presigned URL's query (an S3 session token makes them 1-3 KB): longer than the 2,048 characters the schema once allowed. */
+const presignedQuery = `X-Amz-Security-Token=${'A'.repeat(3000)}&X-Amz-Signature=${'0'.repeat(64)}`;
 const escape = (text: string) => text.replace(/[$()*+.?[\\\]^{|}]/g, '\\$&');
 
 describe('transcription: audio_url that cannot be used', function () {
@@ -37,6 +39,7 @@ describe('transcription: audio_url that cannot be used', function () {
     assert.ok(small.length < MAX_BYTES && large.length > MAX_BYTES, `${small.length} / ${large.length} bytes`);
     host = await startAudioHost({
       '/small.mp3': binary(small, 'audio/mpeg'),
+      [`/canci%C3%B3n.mp3?${presignedQuery}`]: binary(small, 'audio/mpeg'),
       '/large.wav': binary(large, 'audio/wav'),
       // No Content-Length: the bound must be enforced while the body arrives.
       '/large-chunked.wav': (res) => {
@@ -90,6 +93,14 @@ describe('transcription: audio_url that cannot be used', function () {
     const t = await transcriptOf(host.url('/small.mp3'));
     assert.equal(t.status, 'completed', JSON.stringify(t));
     assert.ok(wer('please call the doctor tomorrow morning about the weather report', t.text) <= 0.3, t.text);
+  });
+
+  it('a URL with non-ASCII characters as they are, and a long presigned query, is fetched (percent-encoded) and transcribed', async () => {
+    const url = host.url(`/canción.mp3?${presignedQuery}`);
+    const t = await transcriptOf(url);
+    assert.equal(t.status, 'completed', JSON.stringify(t));
+    assert.equal(t.audio_url, url);
+    assert.equal(host.requestsTo(`/canci%C3%B3n.mp3?${presignedQuery}`), 1);
   });
 
   it('a link-local address (cloud metadata) is refused even though loopback is allowed', () =>
