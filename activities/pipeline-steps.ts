@@ -31,14 +31,18 @@ export function createPipelineStepActivities({ db, storage }: PipelineStepActivi
       return finalizeOriginalAsRewritten(db, storage, doc);
     },
 
-    /** Makes a failed step visible on the document; the workflow then waits for a retry signal. */
+    /**
+     * Makes a failed step visible on the document; the workflow then waits for a retry signal. An
+     * embedding failure is the document's embedding_error (embedding_status `failed`); the others are
+     * its processing_error, which spec 2.5 keeps for digitization and rewriting (and budget blocks).
+     */
     async recordStepFailure({ documentId, step, message }: DocumentRef & { step: PipelineStep; message: string }): Promise<void> {
       const doc = await db.document.findUnique({ where: { id: documentId } });
       if (!doc) return;
       await db.$transaction([
         db.document.updateMany({
           where: { id: documentId },
-          data: { processingError: message, ...(step === 'embed' ? { embeddingStatus: 'failed', embeddingError: message } : {}) },
+          data: step === 'embed' ? { embeddingStatus: 'failed', embeddingError: message } : { processingError: message },
         }),
         moveQueueMarkers(db, documentId, { remove: [queueOfStep[step]] }),
       ]);
@@ -50,10 +54,15 @@ export function createPipelineStepActivities({ db, storage }: PipelineStepActivi
       await db.$transaction([
         db.document.updateMany({
           where: { id: documentId },
-          data: { processingError: null, ...(step === 'embed' ? { embeddingStatus: 'pending', embeddingError: null } : {}) },
+          data: step === 'embed' ? { processingError: null, embeddingStatus: 'pending', embeddingError: null } : { processingError: null },
         }),
         moveQueueMarkers(db, documentId, { add: [queueOfStep[step]] }),
       ]);
+      // A retried embedding makes its KB in_progress again at once (not `fail` until the retry ends).
+      if (step === 'embed') {
+        const doc = await db.document.findUnique({ where: { id: documentId }, select: { knowledgeBaseId: true } });
+        if (doc) await refreshKnowledgeBaseEmbeddingStatus(db, doc.knowledgeBaseId);
+      }
     },
   };
 }

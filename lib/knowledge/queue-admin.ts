@@ -28,18 +28,18 @@ interface Job {
   started_at: string | null;
 }
 
-type JobDocument = { id: string; name: string; inQueues: string[]; processingError: string | null };
+type JobDocument = { id: string; name: string; inQueues: string[]; processingError: string | null; embeddingStatus: string | null; embeddingError: string | null };
 
 /**
  * A job's status: what its document shows (`BUDGET_BLOCKED:` is budget_blocked, any other
- * processing_error is failed), else the run's own search attribute for what only the workflow
+ * processing_error or a failed embedding is failed), else the run's own search attribute for what only the workflow
  * knows (paused); a search attribute still saying budget_blocked or failed for a document that
  * shows no error lags a run that has moved on.
  */
 function jobStatus(searchAttribute: string | null, doc: JobDocument | undefined): string | null {
   if (!doc) return searchAttribute;
   if (doc.processingError?.startsWith('BUDGET_BLOCKED:')) return 'budget_blocked';
-  if (doc.processingError) return 'failed';
+  if (doc.processingError || doc.embeddingStatus === 'failed') return 'failed';
   return searchAttribute === 'budget_blocked' || searchAttribute === 'failed' ? 'running' : searchAttribute;
 }
 
@@ -47,7 +47,7 @@ function jobStatus(searchAttribute: string | null, doc: JobDocument | undefined)
 async function jobDocuments(db: Db, ids: string[]): Promise<Map<string, JobDocument>> {
   const byId = new Map<string, JobDocument>();
   for (let i = 0; i < ids.length; i += 10_000) {
-    const page = await db.document.findMany({ where: { id: { in: ids.slice(i, i + 10_000) } }, select: { id: true, name: true, inQueues: true, processingError: true } });
+    const page = await db.document.findMany({ where: { id: { in: ids.slice(i, i + 10_000) } }, select: { id: true, name: true, inQueues: true, processingError: true, embeddingStatus: true, embeddingError: true } });
     for (const d of page) byId.set(d.id, d);
   }
   return byId;
@@ -79,7 +79,7 @@ const queueNames = ['digitize', 'rewrite', 'embedding'];
 
 /**
  * Documents per queue (their `in_queues` markers), and the documents not being deleted that show
- * `BUDGET_BLOCKED:` or another processing_error: two grouped queries, shared by GET /api/queue
+ * `BUDGET_BLOCKED:`, or another processing_error or a failed embedding: two grouped queries, shared by GET /api/queue
  * and /metrics so that both always agree.
  */
 export async function documentCounts(db: Db): Promise<{ queues: Record<string, number>; budgetBlocked: number; failed: number }> {
@@ -87,8 +87,8 @@ export async function documentCounts(db: Db): Promise<{ queues: Record<string, n
     db.$queryRaw<Array<{ queue: string; documents: bigint }>>`SELECT q AS queue, count(*) AS documents FROM documents, unnest("inQueues") AS q GROUP BY q`,
     db.$queryRaw<Array<{ budget_blocked: bigint; failed: bigint }>>`
       SELECT count(*) FILTER (WHERE starts_with("processingError", 'BUDGET_BLOCKED:')) AS budget_blocked,
-             count(*) FILTER (WHERE NOT starts_with("processingError", 'BUDGET_BLOCKED:')) AS failed
-      FROM documents WHERE "processingError" IS NOT NULL AND "deletionRequestedAt" IS NULL`,
+             count(*) FILTER (WHERE NOT starts_with("processingError", 'BUDGET_BLOCKED:') OR "embeddingStatus" = 'failed') AS failed
+      FROM documents WHERE ("processingError" IS NOT NULL OR "embeddingStatus" = 'failed') AND "deletionRequestedAt" IS NULL`,
   ]);
   const queues: Record<string, number> = Object.fromEntries(queueNames.map((q) => [q, 0]));
   for (const row of perQueue) queues[row.queue] = Number(row.documents);
@@ -112,7 +112,7 @@ export async function queueStatus(deps: QueueDeps) {
 export async function queueJobs(deps: QueueDeps, limit: number) {
   const jobs = await listJobs(deps, limit);
   return {
-    jobs: jobs.map(({ job, doc }) => ({ ...job, document_name: doc?.name ?? null, in_queues: doc?.inQueues ?? [], processing_error: doc?.processingError ?? null })),
+    jobs: jobs.map(({ job, doc }) => ({ ...job, document_name: doc?.name ?? null, in_queues: doc?.inQueues ?? [], processing_error: doc?.processingError ?? null, embedding_error: doc?.embeddingError ?? null })),
     limit,
   };
 }

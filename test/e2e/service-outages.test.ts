@@ -88,7 +88,7 @@ describe('service outages while embedding', function () {
   const embedded = (k: Kb, id: string, timeoutMs = 60_000) =>
     eventually(`document ${id} embedded`, async () => {
       const d = await read(k, id);
-      if (d.embedding_status === 'failed') throw new Error(`embedding failed: ${d.processing_error}`);
+      if (d.embedding_status === 'failed') throw new Error(`embedding failed: ${d.embedding_error}`);
       return d.embedding_status === 'success' ? d : undefined;
     }, timeoutMs);
   const embedFailed = (k: Kb, id: string, timeoutMs: number) =>
@@ -126,8 +126,9 @@ describe('service outages while embedding', function () {
     mode = 'unavailable';
     const id = await upload(k, '# Ospreys\n\nOspreys plunge feet first to catch fish near the surface.');
     const failed = await embedFailed(k, id, (MAX_OUTAGE_SECONDS + 30) * 1000);
-    assert.match(failed.processing_error, /the embeddings API answered HTTP 503: .*overloaded.* \(unavailable for (\d+) s\)$/);
-    const lasted = Number(/unavailable for (\d+) s/.exec(failed.processing_error)![1]);
+    assert.match(failed.embedding_error, /the embeddings API answered HTTP 503: .*overloaded.* \(unavailable for (\d+) s\)$/);
+    assert.equal(failed.processing_error, null, 'processing_error is for digitization and rewriting (spec 2.5)');
+    const lasted = Number(/unavailable for (\d+) s/.exec(failed.embedding_error)![1]);
     assert.ok(lasted >= MAX_OUTAGE_SECONDS && lasted < MAX_OUTAGE_SECONDS + 10, `failed after ${lasted} s`);
     assert.equal((await limits(k)).tokens.reserved, 0, 'the failed step holds nothing');
 
@@ -135,6 +136,7 @@ describe('service outages while embedding', function () {
     await api.deps.temporal.workflow.getHandle(documentWorkflowId(id)).signal(retrySignal);
     const done = await embedded(k, id);
     assert.equal(done.processing_error, null);
+    assert.equal(done.embedding_error, null);
   });
 
   it('a request the embeddings API refuses (401) fails the step at once, without retries', async () => {
@@ -142,8 +144,23 @@ describe('service outages while embedding', function () {
     mode = 'unauthorized';
     const id = await upload(k, '# Dippers\n\nDippers walk underwater along the beds of fast streams.');
     const failed = await embedFailed(k, id, 30_000);
-    assert.match(failed.processing_error, /^the embeddings API answered HTTP 401: Incorrect API key provided$/);
+    assert.match(failed.embedding_error, /^the embeddings API answered HTTP 401: Incorrect API key provided$/);
+    assert.equal(failed.processing_error, null);
     assert.equal(embeddingCalls('Dippers').length, 1, 'the refused request was sent once');
+
+    // retry-failed: the KB is in_progress again while the retried embedding runs (here it waits out
+    // an outage), not `fail` until it ends.
+    const kbStatus = async () => (await client(api.url)('GET', `/api/embedding/${k.partner.name}/${k.kb}`, { key: k.partner.key })).body.embedding_status;
+    assert.equal(await kbStatus(), 'fail');
+    mode = 'unavailable';
+    const retry = await client(api.url)('POST', `/api/embedding/${k.partner.name}/${k.kb}/retry-failed`, { key: k.partner.key });
+    assert.equal(retry.body.queued, 1, JSON.stringify(retry.body));
+    await eventually('the KB in_progress during the retry', async () => ((await kbStatus()) === 'in_progress' ? true : undefined), 20_000);
+    await waitingProgress(id, /^the embeddings API answered HTTP 503/);
+    assert.equal(await kbStatus(), 'in_progress');
+    mode = 'ok';
+    await embedded(k, id, 120_000);
+    await eventually('the KB embedded', async () => ((await kbStatus()) === 'success' ? true : undefined), 20_000);
   });
 
   it('the vector index unreachable delays the document instead of failing it, without paying for embeddings it could not store, and answers searches 503; once it is back the document is embedded once and found', async () => {
