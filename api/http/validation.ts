@@ -16,12 +16,17 @@ addFormats(coercing);
 const decimalAmountMessage = 'must be a decimal amount: at most 20 digits, and at most 8 after the point';
 /** An exact decimal amount (USD, stored as DECIMAL(30,8)): up to 20 digits and 8 decimals. */
 export const decimalAmountPattern = describedPattern('^\\d{1,20}(?:\\.\\d{1,8})?$', decimalAmountMessage);
-// The same amount as a JSON number: its shortest representation must match, so 0.123456789 or
-// 1e-9 are refused instead of being rounded when stored, and 1e25 instead of overflowing the column.
-// The sign is the schema's `minimum`'s to judge.
+// The same amount as a JSON number: written with 8 decimals it must still be the same number and fit,
+// so 0.123456789 or 1e-9 are refused instead of being rounded when stored, and 1e25 instead of
+// overflowing the column, while 0.00000005 (which JavaScript prints as 5e-8) is taken. The sign is
+// the schema's `minimum`'s to judge.
 const decimalAmount = new RegExp(decimalAmountPattern);
+const isDecimalAmountNumber = (n: number) => {
+  const fixed = Math.abs(n).toFixed(8);
+  return Number(fixed) === Math.abs(n) && decimalAmount.test(fixed);
+};
 export const decimalAmountFormat = describedFormat('decimal-8', decimalAmountMessage);
-for (const ajv of [strict, coercing]) ajv.addFormat(decimalAmountFormat, { type: 'number', validate: (n: number) => decimalAmount.test(String(Math.abs(n))) });
+for (const ajv of [strict, coercing]) ajv.addFormat(decimalAmountFormat, { type: 'number', validate: isDecimalAmountNumber });
 /**
  * `x-no-control-characters: true` on a string: a name a person reads (a knowledge base, a folder, a
  * document) holds no C0 control character or DEL: a line break in a name breaks every listing,

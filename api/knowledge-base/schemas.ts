@@ -1,6 +1,7 @@
 import { decimalAmountFormat, decimalAmountPattern, type JsonSchema } from '../http/validation.js';
 import { ocrLanguages, ocrLanguagesSetting } from '../../lib/digitization/ocr.js';
 import { partnerNamePattern } from '../../lib/partners/partners.js';
+import { documentUrlMaxLength } from '../../lib/knowledge/documents.js';
 
 /** JSON Schemas of the knowledge-base interface: request validation and the OpenAPI document. */
 export const nameString = (what: string): JsonSchema => ({ type: 'string', minLength: 1, maxLength: 200, description: what });
@@ -141,7 +142,7 @@ export const createDocumentForm: JsonSchema = {
   properties: {
     type: { type: 'string', enum: ['file', 'url'] },
     folder: nameString('Target folder name'),
-    url: { type: 'string', maxLength: 8192 },
+    url: { type: 'string', maxLength: documentUrlMaxLength },
     name: { ...documentName, minLength: 0 },
     expert_name: { type: 'string', maxLength: 500 },
     user_email: { type: 'string', maxLength: 320 },
@@ -326,13 +327,13 @@ export const emptyDocumentForm: JsonSchema = {
     name: documentName,
     folder: nameString('Target folder name'),
     type: { type: 'string', enum: ['file', 'url'] },
-    url: { type: 'string', maxLength: 8192 },
+    url: { type: 'string', maxLength: documentUrlMaxLength },
   },
 };
 
 export const renameForm: JsonSchema = { type: 'object', required: ['name'], additionalProperties: false, properties: { name: documentName } };
 export const typeForm: JsonSchema = { type: 'object', required: ['type'], additionalProperties: false, properties: { type: { type: 'string', enum: ['file', 'url'] } } };
-export const urlForm: JsonSchema = { type: 'object', required: ['url'], additionalProperties: false, properties: { url: { type: 'string', minLength: 1, maxLength: 8192 } } };
+export const urlForm: JsonSchema = { type: 'object', required: ['url'], additionalProperties: false, properties: { url: { type: 'string', minLength: 1, maxLength: documentUrlMaxLength } } };
 /** Optional cursor pagination of the document listings (README, "Document listings"); without it the whole list. */
 export const listingQuery: JsonSchema = {
   type: 'object',
@@ -393,7 +394,8 @@ export const batchUrlBody: JsonSchema = {
   additionalProperties: false,
   properties: {
     folder: nameString('Target folder name'),
-    urls: { type: 'array', minItems: 1, maxItems: 1000, items: { type: 'string', minLength: 1, maxLength: 8192 } },
+    // Each URL is judged on its own (an empty, malformed or over-long one fails in its result, spec 4.3); only the list's size is the request's.
+    urls: { type: 'array', maxItems: 1000, items: { type: 'string' } },
     use_original_as_rewritten: { type: 'boolean', default: false },
     auto_rewrite: { type: 'boolean', default: false },
     model_tier: { type: 'string', enum: ['standard', 'economy'], default: 'standard' },

@@ -309,7 +309,11 @@ export async function createDocumentsFromBatch(deps: DocumentDeps, partner: stri
  * Refuses a document URL that is not http(s), or that carries credentials (they would be stored,
  * listed and sent to the scraping provider). `subject` names it in the message.
  */
+/** The longest document URL taken (a single URL document's form field, and each URL of a batch import). */
+export const documentUrlMaxLength = 8192;
+
 function checkDocumentUrl(value: string, subject: string): void {
+  if (value.length > documentUrlMaxLength) throw badRequest(`the URL ${JSON.stringify(value.slice(0, 60))}... is ${value.length} characters long; at most ${documentUrlMaxLength} are taken`);
   let u: URL | null = null;
   try {
     u = new URL(value);
@@ -392,7 +396,9 @@ export async function updateDocumentFields(db: Db, partner: string, kb: string, 
   if (document.deletionRequestedAt) throw new AppError('conflict', 'the document is being deleted');
   if (change.url !== undefined) checkDocumentUrl(change.url, 'url');
   const videoId = change.url !== undefined ? { videoId: videoOf(owner, change.url).videoId } : {};
-  return db.document.update({ where: { id: documentId }, data: { ...change, ...videoId }, include: { folder: true } });
+  // A name the client gives is kept: the page's or video's title no longer replaces it when digitized.
+  const named = change.name !== undefined ? { nameFromSource: false } : {};
+  return db.document.update({ where: { id: documentId }, data: { ...change, ...videoId, ...named }, include: { folder: true } });
 }
 
 /** An empty document (for manual content editing): no original, no processing. */

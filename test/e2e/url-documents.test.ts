@@ -15,12 +15,20 @@ describe('URL documents and batch URL import', function () {
   const api: ReturnType<typeof client> = (...args) => system.http(...args);
   let server: http.Server;
   let base: string;
+  /** The answer of /held-tides waits until this is called (a digitization in flight, deterministically). */
+  let releaseHeld: () => void = () => {};
+  let held = new Promise<void>((r) => (releaseHeld = r));
 
   before(async () => {
     server = http.createServer((req, res) => {
       if (req.url === '/tides') {
         res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
         res.end(page('Reading tide tables', '<p>Spring tides happen near full and new moon, when the tidal range is largest.</p><p>Neap tides follow the quarter moons.</p>'));
+      } else if (req.url === '/held-tides') {
+        void held.then(() => {
+          res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
+          res.end(page('Reading tide tables', '<p>Spring tides happen near full and new moon.</p>'));
+        });
       } else if (req.url === '/knots') {
         res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
         res.end(page('Three sailing knots', '<ul><li>The bowline makes a fixed loop.</li><li>The cleat hitch secures a line.</li></ul>'));
@@ -53,6 +61,21 @@ describe('URL documents and batch URL import', function () {
     const digitized = await api('GET', `/api/documents/${f.partner.name}/${f.kb}/${created.body.id}/content/digitized`, { key: f.partner.key });
     assert.match(digitized.body.content, /Spring tides happen near full and new moon/);
     assert.doesNotMatch(digitized.body.content, /winter sale|newsletter/);
+  });
+
+  it('a URL document renamed while its page is being fetched keeps the given name, not the page title', async () => {
+    const f = await newKnowledgeBase(api);
+    held = new Promise<void>((r) => (releaseHeld = r));
+    const created = await api('POST', `/api/documents/${f.partner.name}/${f.kb}`, { key: f.partner.key, form: { type: 'url', folder: f.folder, url: `${base}/held-tides`, use_original_as_rewritten: 'true' } });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const renamed = await api('PUT', `/api/documents/${f.partner.name}/${f.kb}/${created.body.id}/name`, { key: f.partner.key, form: { name: 'My tide notes' } });
+    assert.equal(renamed.body.name, 'My tide notes');
+    releaseHeld();
+    const done = await eventually('embedding', async () => {
+      const d = (await read(f, created.body.id)).body;
+      return d.embedding_status === 'success' ? d : null;
+    });
+    assert.equal(done.name, 'My tide notes');
   });
 
   it('a URL whose host name does not exist (.invalid never resolves, RFC 2606) fails at once with a readable error, not retried for hours', async () => {
@@ -92,5 +115,14 @@ describe('URL documents and batch URL import', function () {
     assert.equal(refused.file_digitized, null);
     const tooMany = await api('POST', `/api/documents/${f.partner.name}/${f.kb}/batch`, { key: f.partner.key, json: { folder: f.folder, urls: Array.from({ length: 1001 }, (_, i) => `${base}/p${i}`) } });
     assert.equal(tooMany.status, 400);
+    // An empty or over-long URL fails in its own result, as a malformed one does; the others are created.
+    const mixed = await api('POST', `/api/documents/${f.partner.name}/${f.kb}/batch`, { key: f.partner.key, json: { folder: f.folder, urls: ['', `${base}/${'x'.repeat(9000)}`, `${base}/knots`] } });
+    assert.equal(mixed.status, 200, JSON.stringify(mixed.body).slice(0, 500));
+    assert.deepEqual(mixed.body.summary, { total: 3, succeeded: 1, failed: 2 });
+    assert.match(mixed.body.results[0].error, /not an absolute http or https URL/);
+    assert.match(mixed.body.results[1].error, /9\d{3} characters long; at most 8192 are taken/);
+    const none = await api('POST', `/api/documents/${f.partner.name}/${f.kb}/batch`, { key: f.partner.key, json: { folder: f.folder, urls: [] } });
+    assert.equal(none.status, 200);
+    assert.deepEqual(none.body, { summary: { total: 0, succeeded: 0, failed: 0 }, results: [] });
   });
 });

@@ -42,6 +42,12 @@ describe('validation messages of fields that take alternatives', () => {
     assert.equal(refusal('body', limitsPatchBody, { dollar_limit_usd: 0.123456789 }).message, wanted);
     assert.equal(refusal('body', limitsPatchBody, { dollar_limit_usd: '1e3' }).message, wanted);
     assert.equal(refusal('body', limitsPatchBody, { dollar_limit_usd: -2 }).message, 'body.dollar_limit_usd must be >= 0');
+    assert.equal(refusal('body', limitsPatchBody, { dollar_limit_usd: 1e-9 }).message, wanted);
+    assert.equal(refusal('body', limitsPatchBody, { dollar_limit_usd: 1e21 }).message, wanted);
+    // Amounts with 7 or 8 decimals, which JavaScript prints in exponent form (5e-7), are valid numbers too.
+    for (const dollars of [0.0000005, 0.00000001, 12.00000001, 99999999999999.9]) {
+      assert.doesNotThrow(() => validate('body', limitsPatchBody, { dollar_limit_usd: dollars }, false), String(dollars));
+    }
   });
 
   it('a value that does not fit a pattern (partner name, OCR languages, TTS type) is told what it takes, not the regular expression', () => {

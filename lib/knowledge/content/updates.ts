@@ -78,7 +78,7 @@ const reload = (db: Db, id: string) => db.document.findUniqueOrThrow({ where: { 
 /**
  * A new original: any supported file by upload (checked as a new document's would be, the
  * partner's allow_audio_video included), or text for a text original. It is stored only; it is
- * digitized when the document is processed again (POST .../documents/{id}, action digitize).
+ * digitized when the document is processed again (POST /api/queue/process?action=digitize).
  */
 async function replaceOriginal(deps: ContentDeps, partner: { allowAudioVideo: boolean }, doc: DocumentRow, update: ContentUpdate): Promise<DocumentRow> {
   let extension = doc.originalExtension ?? 'txt';
