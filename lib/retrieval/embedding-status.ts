@@ -7,6 +7,7 @@ import { documentWorkflowId, retrySignal } from '../contracts/document-pipeline.
 import { findDocument, findKnowledgeBase } from '../knowledge/lookup.js';
 import { queueEmbedding, refreshKnowledgeBaseEmbeddingStatus } from '../knowledge/embedding-queue.js';
 import { presentDocument } from '../knowledge/presenters.js';
+import { standDownWaitingRun } from '../knowledge/pipeline-runs.js';
 
 export interface EmbeddingDeps {
   db: Db;
@@ -88,7 +89,8 @@ export async function retryFailedEmbeddings(deps: EmbeddingDeps, partner: string
 
 /**
  * Embeds one document. Rejected (409) without final rewritten content, while digitize or rewrite
- * work is active, or while another run of its pipeline is active. force=false leaves a document
+ * work is active, or while another run of its pipeline works or is paused; a run that only waits (a
+ * failed step awaiting `retry`, a budget block) stands down for it, as for POST /api/queue/process. force=false leaves a document
  * alone that is already embedded with the KB's profile (or queued): job_id is then null.
  */
 export async function embedSingleDocument(deps: EmbeddingDeps, partner: string, kbName: string, documentId: string, force: boolean, admin: boolean) {
@@ -101,7 +103,7 @@ export async function embedSingleDocument(deps: EmbeddingDeps, partner: string, 
   const queuedAlready = doc.embeddingStatus === 'pending' || doc.embeddingStatus === 'in_progress';
   let jobId: string | null = null;
   if (force || !(upToDate || queuedAlready)) {
-    if (await isWorkflowRunning(deps.temporal, documentWorkflowId(doc.id))) throw conflict('the document is being processed; try again when its current run has finished');
+    await standDownWaitingRun(deps.temporal, doc.id, doc);
     try {
       jobId = await queueEmbedding(deps, partner, doc);
     } catch (err) {

@@ -163,6 +163,23 @@ describe('service outages while embedding', function () {
     await eventually('the KB embedded', async () => ((await kbStatus()) === 'success' ? true : undefined), 20_000);
   });
 
+  it('a document whose embedding failed and waits for retry is embedded again by POST /api/embedding/.../documents/{id}: the waiting run stands down', async () => {
+    const k = await newKnowledgeBase(client(api.url));
+    mode = 'unauthorized';
+    const id = await upload(k, '# Larks\n\nLarks sing high above open fields in spring.');
+    await embedFailed(k, id, 30_000);
+    const before = await api.deps.temporal.workflow.getHandle(documentWorkflowId(id)).describe();
+    assert.equal(before.status.name, 'RUNNING', 'the failed run waits for retry');
+    mode = 'ok';
+    const res = await client(api.url)('POST', `/api/embedding/${k.partner.name}/${k.kb}/documents/${id}?force=true`, { key: k.partner.key });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.equal(res.body.queued, true);
+    const done = await embedded(k, id);
+    assert.equal(done.embedding_error, null);
+    const old = await api.deps.temporal.workflow.getHandle(documentWorkflowId(id), before.runId).describe();
+    assert.notEqual(old.status.name, 'RUNNING', 'the waiting run stood down');
+  });
+
   it('the vector index unreachable delays the document instead of failing it, without paying for embeddings it could not store, and answers searches 503; once it is back the document is embedded once and found', async () => {
     const k = await newKnowledgeBase(client(api.url));
     weaviate.setDown(true);
