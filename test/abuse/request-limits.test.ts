@@ -294,7 +294,7 @@ describe('request limits while the body streams', function () {
     const res = await streamRequest(`${api.url}/v2/transcript`, {
       headers: { ...multipart, 'x-api-key': p.key },
       pieces: function* () {
-        yield field('audio_url', `https://example.com/${'a'.repeat(20_000)}`);
+        yield field('audio_url', `https://example.com/${'a'.repeat(40_000)}`);
         yield closing;
       },
     });
