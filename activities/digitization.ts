@@ -85,7 +85,7 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
     try {
       const local = path.join(dir, `original.${extension}`);
       // Streamed: an original (up to MAX_UPLOAD_BYTES) is never held in memory whole.
-      await pipeline(storage.stream(documentFiles.original(documentId, extension)), fs.createWriteStream(local));
+      await storage.download(documentFiles.original(documentId, extension), local);
       const { text } = await extractFile(local, extension, {
         ocrLanguages: ocrLanguages.length ? ocrLanguages : null,
         pdfOcr: { maxPages: config.digitization.pdfOcrMaxPages, concurrency: config.digitization.pdfOcrConcurrency, dpi: config.digitization.pdfOcrDpi },

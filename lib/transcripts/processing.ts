@@ -1,4 +1,4 @@
-import { open, rm, writeFile } from 'node:fs/promises';
+import { open, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Services } from '../services.js';
 import type { Prisma } from '../platform/db.js';
@@ -95,7 +95,7 @@ export async function prepareTranscript(deps: TranscriptDeps, transcriptId: stri
       if (!kind) throw new TranscriptInputError(`audio_url could not be used: ${row.audioUrl} is not an audio file (mp3, wav, ogg, flac, m4a, mp4, webm)`);
     } else {
       original = path.join(dir, `original.${acceptedContainers[kind!]}`);
-      await writeFile(original, await deps.storage.read(transcriptFiles.original(transcriptId, acceptedContainers[kind!])));
+      await deps.storage.download(transcriptFiles.original(transcriptId, acceptedContainers[kind!]), original);
     }
 
     const limit = deps.config.transcription.maxAudioSeconds;
@@ -171,7 +171,7 @@ export async function transcribeSegment(deps: TranscriptDeps, transcriptId: stri
   const dir = await makeScratchDir('transcript-segment-');
   try {
     const wav = path.join(dir, `${index}.wav`);
-    await writeFile(wav, await deps.storage.read(transcriptFiles.segment(transcriptId, index)));
+    await deps.storage.download(transcriptFiles.segment(transcriptId, index), wav);
     const result = await deps.speechToText.transcribeSegment({
       wavPath: wav,
       language: engineLanguage(t.languageCode, t.languageAuto),

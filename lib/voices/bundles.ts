@@ -36,9 +36,13 @@ export function samplesBundle(storage: FileStorage, voice: Voice, partnerName: s
   for (const s of samples) {
     // Opus does not compress further: stored, not deflated.
     zip.addReadStreamLazy(`${s.index}.opus`, { compress: false }, (cb) => {
-      const stream = storage.stream(voiceFiles.sample(voice.partnerId, voice.id, s.index));
-      stream.on('error', (err) => zip.emit('error', err));
-      cb(null, stream as Readable);
+      storage.stream(voiceFiles.sample(voice.partnerId, voice.id, s.index)).then(
+        (stream) => {
+          stream.on('error', (err) => zip.emit('error', err));
+          cb(null, stream);
+        },
+        (err: Error) => zip.emit('error', err),
+      );
     });
   }
   zip.end();

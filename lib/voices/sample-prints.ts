@@ -1,4 +1,4 @@
-import { rm, writeFile } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { FileStorage } from '../platform/storage.js';
 import { decodeForPrint, rankBuiltInVoices, referencePrints } from './builtin-prints.js';
@@ -32,7 +32,7 @@ export async function printVoiceSamples(
   try {
     for (const index of indexes) {
       const file = path.join(dir, `${index}.opus`);
-      await writeFile(file, await storage.read(voiceFiles.sample(voice.partnerId, voice.id, index)));
+      await storage.download(voiceFiles.sample(voice.partnerId, voice.id, index), file);
       samples.push({ index, print: voicePrint(await decodeForPrint(file, signal)), score: null });
       await rm(file, { force: true });
     }

@@ -73,7 +73,7 @@ export async function openSample(deps: VoiceApiDeps, partnerName: string, voiceN
   await findSample(deps, voice.id, index);
   const key = voiceFiles.sample(voice.partnerId, voice.id, index);
   if (!(await deps.storage.exists(key))) throw notFound(`sample ${index} not found`);
-  return { stream: deps.storage.stream(key) as Readable, filename: `${index}.opus`, contentType: sampleContentType };
+  return { stream: await deps.storage.stream(key), filename: `${index}.opus`, contentType: sampleContentType };
 }
 
 /**
@@ -132,7 +132,7 @@ export async function openTestSample(deps: VoiceApiDeps, partnerName: string, vo
   const row = await deps.db.voiceTestSample.findUnique({ where: { voiceId_ttsType_filename: { voiceId: voice.id, ttsType: tts, filename } } });
   const key = row ? voiceFiles.testSample(voice.partnerId, voice.id, tts, row.generation, filename) : null;
   if (!row || !key || !(await deps.storage.exists(key))) throw notFound(`test sample ${JSON.stringify(filename)} of tts_type '${tts}' not found`);
-  return { stream: deps.storage.stream(key) as Readable, filename, contentType: row.contentType };
+  return { stream: await deps.storage.stream(key), filename, contentType: row.contentType };
 }
 
 /** Deletes the test samples of one TTS type (none is not an error). */
@@ -148,5 +148,5 @@ export async function openEmbeddingArtefact(deps: VoiceApiDeps, partnerName: str
   const { voice } = await findVoice(deps, partnerName, voiceName);
   const key = voice.embeddingFilesGeneration === null ? null : voiceFiles.embedding(voice.partnerId, voice.id, voice.embeddingFilesGeneration);
   if (!key || !(await deps.storage.exists(key))) throw notFound(`voice ${JSON.stringify(voice.name)} has no embedding yet`);
-  return { stream: deps.storage.stream(key) as Readable, filename: `${safeName(voice.name)}-embedding.zip`, contentType: 'application/zip' };
+  return { stream: await deps.storage.stream(key), filename: `${safeName(voice.name)}-embedding.zip`, contentType: 'application/zip' };
 }

@@ -1,4 +1,4 @@
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { VoiceStepOutcome } from '../contracts/voice-job.js';
 import { AudioUnreadable, decodeToWav, encodeCuts, findPauses, planSamples, probeAudio, readWavInfo, voiceSampleOpus } from '../audio/index.js';
@@ -27,7 +27,7 @@ export async function splitVoiceRecording(deps: VoiceJobDeps, voiceId: string, g
   const dir = await makeScratchDir('voice-split-');
   try {
     const original = path.join(dir, v.originalFilename);
-    await writeFile(original, await deps.storage.read(voiceFiles.original(v.partnerId, v.id, v.originalFilename)));
+    await deps.storage.download(voiceFiles.original(v.partnerId, v.id, v.originalFilename), original);
     const wav = path.join(dir, 'analysis-16k.wav');
     try {
       await decodeToWav(original, wav, { sampleRate: 16000, channels: 1, signal, timeoutMs: 30 * 60_000 });

@@ -34,9 +34,13 @@ export async function rewrittenBundle(deps: Pick<ContentDeps, 'db' | 'storage'>,
   zip.addBuffer(Buffer.from(`${JSON.stringify(info, null, 2)}\n`), 'documents_info.json');
   for (const d of present) {
     zip.addReadStreamLazy(`${d.id}.md`, (cb) => {
-      const stream = deps.storage.stream(documentFiles.rewritten(d.id));
-      stream.on('error', (err) => zip.emit('error', err));
-      cb(null, stream);
+      deps.storage.stream(documentFiles.rewritten(d.id)).then(
+        (stream) => {
+          stream.on('error', (err) => zip.emit('error', err));
+          cb(null, stream);
+        },
+        (err: Error) => zip.emit('error', err),
+      );
     });
   }
   zip.end();

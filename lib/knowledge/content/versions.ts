@@ -180,11 +180,11 @@ export async function openDownload(deps: Pick<ContentDeps, 'db' | 'storage'>, pa
   if (type === 'original') {
     const extension = document.originalExtension!;
     return {
-      stream: deps.storage.stream(key),
+      stream: await deps.storage.stream(key),
       filename: safeFileName(document.fileOriginal ?? `original.${extension}`, `original.${extension}`),
       contentType: contentTypeOfExtension(extension),
     };
   }
-  return { stream: deps.storage.stream(key), filename: versionFileName(document.name, type), contentType: 'text/markdown; charset=utf-8' };
+  return { stream: await deps.storage.stream(key), filename: versionFileName(document.name, type), contentType: 'text/markdown; charset=utf-8' };
 }
 
