@@ -1,5 +1,5 @@
 import type { Server } from 'node:http';
-import { loadConfigOrExit } from '../lib/platform/config.js';
+import { loadConfigOrExit, orExitOnConfigError } from '../lib/platform/config.js';
 import { createServices } from '../lib/services.js';
 import { lazyTemporalClient } from '../lib/platform/temporal.js';
 import { createApp } from './app.js';
@@ -11,6 +11,8 @@ import { removeAbandonedScratch } from '../lib/platform/scratch.js';
 /** The API process. Stateless: run as many replicas as needed behind a load balancer. */
 const config = loadConfigOrExit();
 const services = createServices(config, 'api');
+// Before anything is served: the storage (the object store of STORAGE_URL) answers and takes our credentials.
+await orExitOnConfigError(services.storage.verify());
 keepUploadFolder(uploadFolder(config.storageDir), services.log);
 // Speech and voice samples decode in the API too.
 await removeAbandonedScratch(services.log);

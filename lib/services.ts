@@ -3,6 +3,7 @@ import type { Config } from './platform/config.js';
 import { createDb, type Db } from './platform/db.js';
 import { LocalFileStorage, type FileStorage } from './platform/storage.js';
 import { VectorIndex } from './providers/vector-index.js';
+import { S3FileStorage } from './providers/object-storage.js';
 import { embedderFromConfig, type EmbeddingProvider } from './providers/embeddings.js';
 import { OpenAiVectorStore, type VendorVectorStore } from './providers/vector-store.js';
 import { createLogger, type Logger } from './platform/logger.js';
@@ -50,6 +51,8 @@ export function registerConfigSecrets(config: Config): void {
     config.vendorSync?.apiKey,
     config.voices.gpuJobs?.apiKey,
     config.retrieval.reranker?.apiKey,
+    config.objectStore?.credentials?.secretAccessKey,
+    config.objectStore?.credentials?.sessionToken,
   ]) {
     registerSecret(secret);
   }
@@ -64,7 +67,8 @@ export function createServices(config: Config, component: string): Services {
   return {
     config,
     db: createDb(config.databaseUrl, undefined, log),
-    storage: new LocalFileStorage(config.storageDir),
+    // STORAGE_URL: the object store; unset: the local directory.
+    storage: config.objectStore ? new S3FileStorage(config.objectStore) : new LocalFileStorage(config.storageDir),
     index: new VectorIndex(config.weaviateUrl, config.weaviateTimeoutMs),
     embedder: embedderFromConfig(config),
     vendorStore: config.vendorSync ? new OpenAiVectorStore(config.vendorSync) : null,

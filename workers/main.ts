@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { NativeConnection, Runtime, Worker, DefaultLogger } from '@temporalio/worker';
-import { loadConfigOrExit } from '../lib/platform/config.js';
+import { loadConfigOrExit, orExitOnConfigError } from '../lib/platform/config.js';
 import { createServices } from '../lib/services.js';
 import { createActivities } from '../activities/index.js';
 import { connectTemporalClient } from '../lib/platform/temporal.js';
@@ -16,6 +16,8 @@ import { removeAbandonedScratch } from '../lib/platform/scratch.js';
  */
 const config = loadConfigOrExit();
 const services = createServices(config, 'worker');
+// Before any task is taken: the storage (the object store of STORAGE_URL) answers and takes our credentials.
+await orExitOnConfigError(services.storage.verify());
 await removeAbandonedScratch(services.log);
 
 Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: ['SIGINT', 'SIGTERM'] });

@@ -24,7 +24,10 @@ export interface Config {
   adminApiKey: string;
   openaiBaseUrl: string | null;
   openaiApiKey: string | null;
+  /** Stored files: the local directory (no objectStore), else local scratch only (multer's uploads in flight). */
   storageDir: string;
+  /** STORAGE_URL: an S3-compatible object store holds the stored files; null keeps them in storageDir. */
+  objectStore: ObjectStoreSettings | null;
   maxUploadBytes: number;
   /** How long an API process reuses a partner key's lookup (0: never); creations check the partner's row anyway. */
   partnerKeyCacheSeconds: number;
@@ -76,6 +79,22 @@ export interface Config {
   metrics: MetricsSettings;
   /** Abuse resistance: request rates per key, request bodies, extraction and child-process bounds (README, "Abuse resistance"). */
   limits: AbuseLimits;
+}
+
+/** An S3-compatible object store (README, "Configuration"). */
+export interface ObjectStoreSettings {
+  /** STORAGE_URL as given, for messages. */
+  url: string;
+  bucket: string;
+  /** Every key is stored under `<prefix>/`; '' stores keys at the bucket's root. */
+  prefix: string;
+  /** S3_ENDPOINT; null: AWS's own endpoint of the region. */
+  endpoint: string | null;
+  region: string;
+  /** Bucket in the path (http://host/bucket/key) rather than in the host name (http://bucket.host/key). */
+  forcePathStyle: boolean;
+  /** AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; null: the SDK's default chain (profiles, web identity, instance roles). */
+  credentials: { accessKeyId: string; secretAccessKey: string; sessionToken?: string } | null;
 }
 
 /** The interfaces whose requests are rate-limited per key (README, "Abuse resistance"). */
@@ -385,6 +404,7 @@ const configDefaults = {
   PORT: '3000',
   TRUST_PROXY: 'false',
   STORAGE_DIR: '.data/storage',
+  S3_REGION: 'us-east-1',
   MAX_UPLOAD_BYTES: String(100 * 1024 * 1024),
   PARTNER_KEY_CACHE_SECONDS: '5',
   LOG_LEVEL: 'info',
@@ -716,6 +736,7 @@ export function loadConfig(env: Env = process.env): Config {
     openaiBaseUrl,
     openaiApiKey: env.OPENAI_API_KEY || null,
     storageDir: path.resolve(read(env, 'STORAGE_DIR')),
+    objectStore: objectStoreSettings(env),
     maxUploadBytes: integerSetting('MAX_UPLOAD_BYTES', read(env, 'MAX_UPLOAD_BYTES'), 1, 10 * 1024 ** 3),
     partnerKeyCacheSeconds: integerSetting('PARTNER_KEY_CACHE_SECONDS', read(env, 'PARTNER_KEY_CACHE_SECONDS'), 0, 3600),
     logLevel: logLevel as Config['logLevel'],
@@ -761,6 +782,50 @@ export function loadConfig(env: Env = process.env): Config {
     voices: voiceSettings(env, integerSetting('PORT', read(env, 'PORT'), 0, 65535)),
     metrics: metricsSettings(env, adminApiKey),
     limits: abuseLimits(env),
+  };
+}
+
+/** S3 bucket names: 3-63 lower-case letters, digits, dots and hyphens, a letter or digit at each end. */
+const bucketName = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+
+/**
+ * STORAGE_URL (`s3://bucket` or `s3://bucket/prefix`) and the settings of its object store. Unset:
+ * null, and an S3_* setting is refused, since the files would then go to STORAGE_DIR unnoticed.
+ */
+function objectStoreSettings(env: Env): ObjectStoreSettings | null {
+  const url = env.STORAGE_URL ?? '';
+  if (!url) {
+    const stray = (['S3_ENDPOINT', 'S3_REGION', 'S3_FORCE_PATH_STYLE'] as const).find((name) => env[name]);
+    if (stray) throw new ConfigError(`${stray} is set but STORAGE_URL is not: stored files would go to the local STORAGE_DIR; set STORAGE_URL=s3://<bucket>[/<prefix>] to use the object store`);
+    return null;
+  }
+  const [, bucket, rawPrefix = ''] = /^s3:\/\/([^/?#]*)(?:\/([^?#]*))?$/.exec(url) ?? [];
+  if (bucket === undefined) throw new ConfigError(`STORAGE_URL must be s3://<bucket> or s3://<bucket>/<prefix> (unset: the local directory STORAGE_DIR), got ${JSON.stringify(redactSecrets(url))}`);
+  if (bucket.includes('@')) throw new ConfigError('STORAGE_URL must not carry credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY');
+  if (!bucketName.test(bucket) || bucket.includes('..')) {
+    throw new ConfigError(`STORAGE_URL names bucket ${JSON.stringify(bucket)}, not a valid bucket name (3-63 lower-case letters, digits, dots and hyphens, a letter or digit at each end)`);
+  }
+  const prefix = trimEndOf(rawPrefix, '/');
+  if (prefix && (prefix.split('/').some((segment) => segment === '' || segment === '.' || segment === '..') || hasControlCharacters(prefix))) {
+    throw new ConfigError(`STORAGE_URL's prefix must be path segments without empty, "." or ".." ones, got ${JSON.stringify(rawPrefix)}`);
+  }
+  const endpoint = env.S3_ENDPOINT ? urlSetting('S3_ENDPOINT', env.S3_ENDPOINT, ['http:', 'https:']) : null;
+  const region = read(env, 'S3_REGION');
+  if (!/^[a-z0-9][\w.-]{0,62}$/i.test(region)) throw new ConfigError(`S3_REGION must be a region name (e.g. us-east-1), got ${JSON.stringify(region)}`);
+  const { AWS_ACCESS_KEY_ID: accessKeyId, AWS_SECRET_ACCESS_KEY: secretAccessKey, AWS_SESSION_TOKEN: sessionToken } = env;
+  if (!accessKeyId !== !secretAccessKey) {
+    throw new ConfigError(`${accessKeyId ? 'AWS_SECRET_ACCESS_KEY' : 'AWS_ACCESS_KEY_ID'} is required with ${accessKeyId ? 'AWS_ACCESS_KEY_ID' : 'AWS_SECRET_ACCESS_KEY'} (or set neither: the AWS SDK's default credentials then apply)`);
+  }
+  if (sessionToken && !accessKeyId) throw new ConfigError('AWS_SESSION_TOKEN needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (the temporary credentials it belongs to)');
+  return {
+    url,
+    bucket,
+    prefix,
+    endpoint,
+    region,
+    // A server of one's own (S3_ENDPOINT) rarely has a wildcard DNS name per bucket; AWS prefers the host style.
+    forcePathStyle: env.S3_FORCE_PATH_STYLE ? booleanSetting('S3_FORCE_PATH_STYLE', env.S3_FORCE_PATH_STYLE) : endpoint !== null,
+    credentials: accessKeyId && secretAccessKey ? { accessKeyId, secretAccessKey, ...(sessionToken ? { sessionToken } : {}) } : null,
   };
 }
 
@@ -879,10 +944,26 @@ export function loadConfigOrExit(env: Env = process.env): Config {
   try {
     return loadConfig(env);
   } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`configuration error: ${redactSecrets(err.message)}\n`);
-      process.exit(78); // EX_CONFIG
-    }
-    throw err;
+    exitOnConfigError(err);
   }
+}
+
+/**
+ * A start-up step whose ConfigError stops the process as a bad setting does (the message on
+ * stderr, exit code 78); e.g. the storage check of both entry points (FileStorage.verify).
+ */
+export async function orExitOnConfigError<T>(step: Promise<T>): Promise<T> {
+  try {
+    return await step;
+  } catch (err) {
+    exitOnConfigError(err);
+  }
+}
+
+function exitOnConfigError(err: unknown): never {
+  if (err instanceof ConfigError) {
+    process.stderr.write(`configuration error: ${redactSecrets(err.message)}\n`);
+    process.exit(78); // EX_CONFIG
+  }
+  throw err;
 }

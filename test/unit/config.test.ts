@@ -16,6 +16,7 @@ describe('configuration, validated once at start-up', () => {
     assert.equal(c.port, 3000);
     assert.equal(c.openaiBaseUrl, null);
     assert.ok(c.storageDir.endsWith('.data/storage'));
+    assert.equal(c.objectStore, null, 'stored files in STORAGE_DIR unless STORAGE_URL is set');
     assert.deepEqual(c.dialogAnalysis, {
       model: 'gpt-4.1-mini',
       responseFormat: 'auto',
@@ -50,7 +51,45 @@ describe('configuration, validated once at start-up', () => {
     assert.deepEqual([own.speech.baseUrl, own.speech.apiKey], ['http://tts.local/v1', 'sk-b']);
   });
 
+  it('STORAGE_URL: s3://bucket or s3://bucket/prefix, with path style by default only for an S3_ENDPOINT of its own', () => {
+    const aws = loadConfig({ ...valid, STORAGE_URL: 's3://kb-files' });
+    assert.deepEqual(aws.objectStore, { url: 's3://kb-files', bucket: 'kb-files', prefix: '', endpoint: null, region: 'us-east-1', forcePathStyle: false, credentials: null });
+    const own = loadConfig({
+      ...valid,
+      STORAGE_URL: 's3://kb-files/prod/eu/',
+      S3_ENDPOINT: 'http://127.0.0.1:7070/',
+      S3_REGION: 'eu-central-1',
+      AWS_ACCESS_KEY_ID: 'AKIAEXAMPLE',
+      AWS_SECRET_ACCESS_KEY: 'secret-of-the-test',
+      AWS_SESSION_TOKEN: 'session-of-the-test',
+    });
+    assert.deepEqual(own.objectStore, {
+      url: 's3://kb-files/prod/eu/',
+      bucket: 'kb-files',
+      prefix: 'prod/eu',
+      endpoint: 'http://127.0.0.1:7070',
+      region: 'eu-central-1',
+      forcePathStyle: true,
+      credentials: { accessKeyId: 'AKIAEXAMPLE', secretAccessKey: 'secret-of-the-test', sessionToken: 'session-of-the-test' },
+    });
+    assert.equal(loadConfig({ ...valid, STORAGE_URL: 's3://kb-files', S3_ENDPOINT: 'https://s3.example.org', S3_FORCE_PATH_STYLE: 'false' }).objectStore?.forcePathStyle, false);
+    assert.equal(loadConfig({ ...valid, STORAGE_URL: 's3://kb-files', S3_FORCE_PATH_STYLE: 'true' }).objectStore?.forcePathStyle, true);
+  });
+
   const bad: Array<[string, Record<string, string>, RegExp]> = [
+    ['a STORAGE_URL of another scheme', { ...valid, STORAGE_URL: 'file:///srv/files' }, /STORAGE_URL must be s3:\/\/<bucket> or s3:\/\/<bucket>\/<prefix>/],
+    ['a STORAGE_URL without a bucket', { ...valid, STORAGE_URL: 's3://' }, /STORAGE_URL names bucket "", not a valid bucket name/],
+    ['a STORAGE_URL whose bucket name S3 refuses', { ...valid, STORAGE_URL: 's3://KB_Files/x' }, /STORAGE_URL names bucket "KB_Files", not a valid bucket name/],
+    ['a STORAGE_URL with credentials in it', { ...valid, STORAGE_URL: 's3://key:secret@kb-files' }, /STORAGE_URL must not carry credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY/],
+    ['a STORAGE_URL prefix with an empty or ".." segment', { ...valid, STORAGE_URL: 's3://kb-files/a//b' }, /STORAGE_URL's prefix must be path segments/],
+    ['a STORAGE_URL prefix that climbs', { ...valid, STORAGE_URL: 's3://kb-files/../b' }, /STORAGE_URL's prefix must be path segments/],
+    ['an S3_ENDPOINT that is not a URL', { ...valid, STORAGE_URL: 's3://kb-files', S3_ENDPOINT: '127.0.0.1:7070' }, /S3_ENDPOINT is not a valid URL/],
+    ['an S3_REGION that is not a region name', { ...valid, STORAGE_URL: 's3://kb-files', S3_REGION: 'eu central' }, /S3_REGION must be a region name/],
+    ['an S3_FORCE_PATH_STYLE that is not a boolean', { ...valid, STORAGE_URL: 's3://kb-files', S3_FORCE_PATH_STYLE: 'sometimes' }, /S3_FORCE_PATH_STYLE must be true or false/],
+    ['an S3_ENDPOINT without STORAGE_URL (the files would stay local)', { ...valid, S3_ENDPOINT: 'http://127.0.0.1:7070' }, /S3_ENDPOINT is set but STORAGE_URL is not/],
+    ['an AWS_ACCESS_KEY_ID without its secret', { ...valid, STORAGE_URL: 's3://kb-files', AWS_ACCESS_KEY_ID: 'AKIAEXAMPLE' }, /AWS_SECRET_ACCESS_KEY is required with AWS_ACCESS_KEY_ID/],
+    ['an AWS_SECRET_ACCESS_KEY without its key id', { ...valid, STORAGE_URL: 's3://kb-files', AWS_SECRET_ACCESS_KEY: 'secret-of-the-test' }, /AWS_ACCESS_KEY_ID is required with AWS_SECRET_ACCESS_KEY/],
+    ['an AWS_SESSION_TOKEN alone', { ...valid, STORAGE_URL: 's3://kb-files', AWS_SESSION_TOKEN: 'session-of-the-test' }, /AWS_SESSION_TOKEN needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY/],
     ['a missing ADMIN_API_KEY', {}, /ADMIN_API_KEY is required/],
     ['a short ADMIN_API_KEY', { ADMIN_API_KEY: 'short' }, /ADMIN_API_KEY must be at least 16/],
     ['a DATABASE_URL that is not a URL', { ...valid, DATABASE_URL: 'not a url' }, /DATABASE_URL is not a valid URL/],
