@@ -3,8 +3,10 @@ import {
   condition,
   continueAsNew,
   isCancellation,
+  patched,
   proxyActivities,
   setHandler,
+  sleep,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
@@ -19,12 +21,20 @@ import {
   type VoiceStepPlan,
 } from '../lib/contracts/voice-job.js';
 import { searchAttributes } from '../lib/contracts/search-attributes.js';
-import { activityFailureMessage } from '../lib/contracts/activity-failure.js';
+import { activityFailureMessage, outageWaitMs, serviceOutageOf } from '../lib/contracts/activity-failure.js';
 
 const finalTypes = Object.values(voiceJobFailure);
 
 /** Steps one execution runs before it continues as new (bounded history for voices worked on for months). */
 const STEPS_PER_RUN = 100;
+
+/**
+ * How long a step that finds a service down (`ServiceUnavailable`: the file storage, the GPU job
+ * service) is tried again before it fails, when the failure does not say. Runs started before the
+ * patch fail such a step at once, as any other.
+ */
+const MAX_OUTAGE_SECONDS = 3600;
+const waitsOutOutages = 'voice-job-waits-out-outages';
 
 const { nextVoiceStep, failVoiceStep, retryFailedVoiceSteps, abandonVoiceSteps, cancelVoiceGpuJob } = proxyActivities<Activities>({
   startToCloseTimeout: '1 minute',
@@ -55,6 +65,9 @@ export async function voiceJob(input: VoiceJobInput): Promise<string> {
     woken = true;
   });
   const setStatus = (status: VoiceJobStatus) => upsertSearchAttributes([{ key: searchAttributes.jobStatus, value: status }]);
+  /** Since when (workflow time) the current step has found a service down, and how many waits so far. */
+  let outageSince: number | null = null;
+  let outageRounds = 0;
 
   const heartbeatTimeout = `${input.heartbeatTimeoutSeconds}s`;
   const retry = { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5, nonRetryableErrorTypes: finalTypes };
@@ -104,8 +117,27 @@ export async function voiceJob(input: VoiceJobInput): Promise<string> {
         setStatus(plan.kind === 'split' ? 'splitting' : 'embedding');
         try {
           await runStep(plan);
+          outageSince = null;
+          outageRounds = 0;
         } catch (err) {
           if (isCancellation(err)) throw err;
+          const outage = serviceOutageOf(err, MAX_OUTAGE_SECONDS);
+          if (outage && patched(waitsOutOutages)) {
+            // An outage delays the voice rather than failing it: the step is planned and run again
+            // (its work is idempotent), 2 s ... 5 min apart, until the outage has lasted its window.
+            outageSince ??= Date.now();
+            const lasted = Date.now() - outageSince;
+            const windowMs = outage.maxOutageSeconds * 1000;
+            if (lasted < windowMs) {
+              const wait = outageWaitMs(outageRounds++, lasted, windowMs);
+              progress.lastError = `${outage.message}; trying again in ${Math.round(wait / 1000)} s`;
+              await sleep(wait);
+              progress.stepsRun++;
+              continue;
+            }
+          }
+          outageSince = null;
+          outageRounds = 0;
           progress.lastError = activityFailureMessage(err);
           progress.gpuJobId = null;
           await failVoiceStep({ ...ref, step: plan.kind, generation: plan.generation, message: progress.lastError });

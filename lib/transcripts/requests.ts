@@ -221,7 +221,8 @@ export async function submitTranscript(deps: TranscriptApiDeps, principal: Princ
     });
   } catch (err) {
     await deps.db.transcript.deleteMany({ where: { id } });
-    await deps.storage.removePrefix(transcriptFiles.prefix(id));
+    // The storage may be what failed: its outage must not hide the answer (the row is gone already).
+    await deps.storage.removePrefix(transcriptFiles.prefix(id)).catch(() => undefined);
     throw new AppError('unavailable', `the transcript could not be queued, nothing was kept; retry later (${(err as Error).message})`);
   }
   // A submitted upload is used up (its transcript has its copy); were this to fail, it would expire.
