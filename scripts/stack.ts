@@ -6,13 +6,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
+import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import pg from 'pg';
 import { searchAttributeDeclarations } from '../lib/contracts/search-attributes.js';
 
 /**
- * Starts and stops the servers the system runs on: the Temporal dev server and Weaviate (binaries
- * built by scripts/build-tools.sh) and the machine's PostgreSQL. Used by `scripts/start` and by the
- * test suite's global setup, so that both run the same real infrastructure.
+ * Starts and stops the servers the system runs on: the Temporal dev server, Weaviate and the S3
+ * object store (binaries built by scripts/build-tools.sh) and the machine's PostgreSQL. Used by
+ * `scripts/start` and by the test suite's global setup, so that both run the same real infrastructure.
  */
 const run = promisify(execFile);
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -20,6 +21,8 @@ const toolsDir = process.env.DWB_TOOLS_DIR ?? path.join(process.env.XDG_CACHE_HO
 export const binaries = {
   temporal: path.join(toolsDir, 'temporal-v1.5.1', 'temporal'),
   weaviate: path.join(toolsDir, 'weaviate-v1.39.0', 'weaviate-server'),
+  // Versity's S3 gateway (Apache-2.0): the S3-compatible object store of the tests and the cluster profile.
+  versitygw: path.join(toolsDir, 'versitygw-v1.8.0', 'versitygw'),
 };
 
 export interface ManagedProcess {
@@ -455,4 +458,64 @@ async function launchWeaviate(o: WeaviateOptions, p: WeaviatePorts): Promise<Wea
   const url = `http://127.0.0.1:${p.http}`;
   await waitFor('Weaviate', async () => (await fetch(`${url}/v1/.well-known/ready`)).status === 200, 120_000, proc);
   return { ...proc, url };
+}
+
+// ---------------------------------------------------------------- Object store (S3)
+
+export interface ObjectStoreOptions {
+  /** The objects, a folder per bucket; their metadata in extended attributes, or in `<dataDir>.meta` where the file system has none. */
+  dataDir: string;
+  logFile: string;
+  /** A free one is picked when omitted. */
+  port?: number;
+  /** The root account's access key and secret (what the system's AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY must be). */
+  accessKey: string;
+  secretKey: string;
+  /** Created once the server answers; one that exists is kept. */
+  bucket: string;
+}
+
+export interface ObjectStoreProcess extends ManagedProcess {
+  /** What S3_ENDPOINT must be (path-style requests). */
+  endpoint: string;
+}
+
+/** Versity's S3 gateway on its posix back end: a real S3 server on one directory. */
+export async function startObjectStore(o: ObjectStoreOptions): Promise<ObjectStoreProcess> {
+  if (!fs.existsSync(binaries.versitygw)) throw new Error(`${binaries.versitygw} is missing: run scripts/build-tools.sh`);
+  const store = o.port ? await launchObjectStore(o, o.port) : await startAgainOnTakenPort(async () => launchObjectStore(o, await freePort()), () => true);
+  const client = new S3Client({ endpoint: store.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: o.accessKey, secretAccessKey: o.secretKey } });
+  try {
+    await client.send(new CreateBucketCommand({ Bucket: o.bucket }));
+  } catch (err) {
+    if ((err as Error).name !== 'BucketAlreadyOwnedByYou') {
+      await store.stop();
+      throw err;
+    }
+  } finally {
+    client.destroy();
+  }
+  return store;
+}
+
+async function launchObjectStore(o: ObjectStoreOptions, port: number): Promise<ObjectStoreProcess> {
+  fs.mkdirSync(o.dataDir, { recursive: true });
+  // The gateway keeps metadata (ETags, content types) in extended attributes, and refuses to start
+  // on a file system without them: then, and from then on, in a sidecar folder.
+  const sidecar = `${o.dataDir}.meta`;
+  const metadata = fs.existsSync(sidecar) ? ['--sidecar', sidecar] : [];
+  // Its own settings come from flags and the credentials from its environment (not on the command
+  // line, where `ps` shows them); none of this process's VGW_* variables reach it.
+  const env: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(?:VGW_|ROOT_)|^(?:LOGFILE|WEBHOOK)$/.test(name)));
+  Object.assign(env, { ROOT_ACCESS_KEY_ID: o.accessKey, ROOT_SECRET_ACCESS_KEY: o.secretKey });
+  const proc = manage('versitygw', binaries.versitygw, ['--port', `127.0.0.1:${port}`, '--quiet', '--health', '/health', 'posix', ...metadata, o.dataDir], { env, logFile: o.logFile });
+  const endpoint = `http://127.0.0.1:${port}`;
+  try {
+    await waitFor('the object store (versitygw)', async () => (await fetch(`${endpoint}/health`)).status === 200, 60_000, proc);
+  } catch (err) {
+    if (metadata.length || !(err instanceof ExitedBeforeReadyError && /xattr check failed/.test(err.log))) throw err;
+    fs.mkdirSync(sidecar, { recursive: true });
+    return launchObjectStore(o, port);
+  }
+  return { ...proc, endpoint };
 }

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { client, startApi, type RunningApi } from '../support/system.js';
 import { newKnowledgeBase, newPartner } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
+import { documentFiles } from '../../lib/platform/storage.js';
 
 /**
  * Request limits enforced while the body streams (README, "Abuse resistance"): fields (count and
@@ -189,7 +190,7 @@ describe('request limits while the body streams', function () {
         },
       });
       assert.equal(res.status, 201, JSON.stringify(res.body));
-      const stored = await fs.readFile(path.join(storage, 'documents', res.body.id, 'original.txt'));
+      const stored = await api.deps.storage.read(documentFiles.original(res.body.id, 'txt'));
       assert.ok(stored.equals(content), `a file of ${size} bytes is stored as sent (${stored.length} bytes stored)`);
     }
     assert.deepEqual(await uploads(), [], 'the upload directory is empty');

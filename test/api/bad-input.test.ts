@@ -5,6 +5,7 @@ import path from 'node:path';
 import { client, eventually, startApi, type Call, type HttpResult, type RunningApi } from '../support/system.js';
 import { newKnowledgeBase, newPartner, unique } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
+import { storedNames } from '../support/stored-files.js';
 
 /**
  * Bad input gets a clear 4xx with a `{detail}` body (spec knowledge-base.md §7) and changes
@@ -46,7 +47,6 @@ describe('bad input', function () {
   let folder: string;
   let kbId: string;
   let uploadDir: string;
-  let documentsDir: string;
 
   before(async () => {
     api = await startApi();
@@ -55,14 +55,13 @@ describe('bad input', function () {
     ({ partner: owner, kb, folder } = await newKnowledgeBase(http));
     kbId = (await api.deps.db.knowledgeBase.findFirstOrThrow({ where: { name: kb, partner: { name: owner.name } } })).id;
     uploadDir = path.join(api.deps.config.storageDir, 'uploads');
-    documentsDir = path.join(api.deps.config.storageDir, 'documents');
   });
   after(async () => {
     await api?.close();
   });
 
   const documentCount = (knowledgeBaseId = kbId) => api.deps.db.document.count({ where: { knowledgeBaseId } });
-  const storedDocuments = () => (fs.existsSync(documentsDir) ? fs.readdirSync(documentsDir).length : 0);
+  const storedDocuments = async () => (await storedNames('documents')).length;
   const kbNames = async (partner = owner.name) => {
     const res = await http('GET', `/api/knowledgebases/${partner}`, { key: admin });
     assert.equal(res.status, 200);
@@ -73,11 +72,11 @@ describe('bad input', function () {
   /** Runs a request that must be rejected and checks that no document, stored file or upload remains. */
   async function rejectedUpload(send: () => Promise<HttpResult>, status: number, detail?: RegExp, knowledgeBaseId = kbId) {
     const docsBefore = await documentCount(knowledgeBaseId);
-    const storedBefore = storedDocuments();
+    const storedBefore = await storedDocuments();
     const res = await send();
     assertRejected(res, status, detail);
     assert.equal(await documentCount(knowledgeBaseId), docsBefore, 'no document row was created');
-    assert.equal(storedDocuments(), storedBefore, 'no document file was stored');
+    assert.equal(await storedDocuments(), storedBefore, 'no document file was stored');
     // Upload files are removed when the response closes, which may be just after the client has it.
     await eventually('the upload directory to be empty', async () => fs.readdirSync(uploadDir).length === 0, 5_000).catch(() => {
       assert.deepEqual(fs.readdirSync(uploadDir), [], 'no stray file in the upload directory');

@@ -1,12 +1,11 @@
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { client, eventually, useRunningSystem } from '../support/system.js';
 import { newKnowledgeBase, newPartner } from '../support/fixtures.js';
 import { pdf } from '../support/samples.js';
 import { testStack } from '../support/stack.js';
+import { storedNames } from '../support/stored-files.js';
 import { createApp } from '../../api/app.js';
 import { lazyTemporalClient } from '../../lib/platform/temporal.js';
 import { freePort } from '../../scripts/stack.js';
@@ -219,9 +218,8 @@ describe('document endpoints (spec 4.3)', function () {
     const nowhere = lazyTemporalClient(`127.0.0.1:${await freePort()}`, 'default');
     const server = createApp({ ...deps, temporal: nowhere }).listen(0, '127.0.0.1');
     await new Promise((resolve) => server.once('listening', resolve));
-    const documentsDir = path.join(deps.config.storageDir, 'documents');
-    const stored = () => new Set(fs.existsSync(documentsDir) ? fs.readdirSync(documentsDir) : []);
-    const storedBefore = stored();
+    const stored = async () => new Set(await storedNames('documents'));
+    const storedBefore = await stored();
     try {
       const down = client(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
       const [upload, url, empty] = await Promise.all([
@@ -237,7 +235,7 @@ describe('document endpoints (spec 4.3)', function () {
       const rows = await deps.db.document.findMany({ where: { knowledgeBase: { name: kb, partner: { name: partner.name } } }, select: { id: true } });
       assert.deepEqual(rows.map((r) => r.id), [empty.body.id]);
       assert.equal((await deps.db.partner.findUniqueOrThrow({ where: { name: partner.name } })).documentCount, 1);
-      const left = [...stored()].filter((d) => !storedBefore.has(d));
+      const left = [...(await stored())].filter((d) => !storedBefore.has(d));
       assert.deepEqual(left, [], 'no original stored for a document that was not created');
     } finally {
       server.closeAllConnections();

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import path from 'node:path';
 import { client, eventually, useRunningSystem } from '../support/system.js';
 import { newKnowledgeBase } from '../support/fixtures.js';
+import { anythingStored } from '../support/stored-files.js';
+import { documentFiles } from '../../lib/platform/storage.js';
 import { documentWorkflowId } from '../../lib/contracts/document-pipeline.js';
 import { deletionWorkflowId } from '../../lib/contracts/deletion.js';
 
@@ -26,11 +26,11 @@ describe('deletion leaves nothing behind', function () {
   }
   const search = (f: { partner: { name: string; key: string }; kb: string }, q: string) =>
     http('POST', '/api/rag-test/search', { key: f.partner.key, json: { partner: f.partner.name, kb: f.kb, user_message: q } });
-  const filesOf = (id: string) => fs.existsSync(path.join(system.api.deps.config.storageDir, 'documents', id));
+  const filesOf = (id: string) => anythingStored(documentFiles.prefix(id));
 
   async function assertGone(id: string) {
     assert.deepEqual(await system.api.deps.index.listDocumentChunkIndexes(id), [], 'no vectors');
-    assert.equal(filesOf(id), false, 'no stored files');
+    assert.equal(await filesOf(id), false, 'no stored files');
     assert.equal(await system.api.deps.db.document.count({ where: { id } }), 0, 'no row');
   }
 

@@ -4,17 +4,20 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import pg from 'pg';
-import { binaries, dropDatabase, ensureDatabase, freePort, migrate, startTemporal, startWeaviate, type ManagedProcess, type WeaviateProcess } from '../../scripts/stack.js';
+import { binaries, dropDatabase, ensureDatabase, freePort, migrate, startObjectStore, startTemporal, startWeaviate, type ManagedProcess, type ObjectStoreProcess, type WeaviateProcess } from '../../scripts/stack.js';
 import { processRunning } from '../../lib/platform/child-process.js';
 
 /**
- * The test run's own infrastructure: a Temporal dev server and a Weaviate on free ports with
- * throw-away state, and a fresh, migrated Postgres database. Nothing is mocked.
+ * The test run's own infrastructure: a Temporal dev server, a Weaviate and an S3 object store
+ * (versitygw) on free ports with throw-away state, and a fresh, migrated Postgres database. Nothing
+ * is mocked. The system under test keeps every stored file in the object store.
  */
 export interface TestStack {
   databaseUrl: string;
   temporalAddress: string;
   weaviateUrl: string;
+  /** The object store's endpoint and root credentials; the system's files are under s3://<bucket>/<prefix>. */
+  objectStore: { endpoint: string; bucket: string; prefix: string; accessKey: string; secretKey: string };
   workDir: string;
   workflowBundlePath: string;
   adminApiKey: string;
@@ -76,7 +79,7 @@ function stopStaleTestServers(): void {
 function isOneOfOurServers(pid: number): boolean {
   try {
     const executable = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0];
-    return executable === binaries.temporal || executable === binaries.weaviate;
+    return executable === binaries.temporal || executable === binaries.weaviate || executable === binaries.versitygw;
   } catch {
     return false;
   }
@@ -88,11 +91,13 @@ export async function startTestStack(): Promise<TestStack> {
   const baseUrl = process.env.TEST_DATABASE_BASE_URL ?? 'postgresql://postgres@127.0.0.1:5432';
   const databaseUrl = `${baseUrl}/dwb_test_${process.pid}`;
   const temporalPort = await freePort();
+  const objectStore = { bucket: 'dwb-test', prefix: 'files', accessKey: 'dwb-test-access', secretKey: `dwb-test-secret-${process.pid}` };
 
   const started = await Promise.allSettled([
     // A file, as scripts/start runs it (WAL, the trimmed visibility indexes of scripts/stack.ts).
     startTemporal({ port: temporalPort, uiPort: null, dbFile: path.join(workDir, 'temporal', 'temporal.db'), logFile: path.join(workDir, 'temporal.log') }),
     startWeaviate({ dataDir: path.join(workDir, 'weaviate'), logFile: path.join(workDir, 'weaviate.log') }),
+    startObjectStore({ bucket: objectStore.bucket, accessKey: objectStore.accessKey, secretKey: objectStore.secretKey, dataDir: path.join(workDir, 'object-store'), logFile: path.join(workDir, 'object-store.log') }),
     bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)), logger: quietLogger }),
     (async () => {
       await ensureDatabase(databaseUrl);
@@ -102,13 +107,13 @@ export async function startTestStack(): Promise<TestStack> {
       await migrate(databaseUrl);
     })(),
   ] as const);
-  for (const r of started.slice(0, 2)) if (r.status === 'fulfilled') processes.push(r.value as ManagedProcess);
+  for (const r of started.slice(0, 3)) if (r.status === 'fulfilled') processes.push(r.value as ManagedProcess);
   const failed = started.find((r) => r.status === 'rejected');
   if (failed) {
     await Promise.all(processes.map((p) => p.stop()));
     throw (failed as PromiseRejectedResult).reason;
   }
-  const bundle = (started[2] as PromiseFulfilledResult<{ code: string }>).value;
+  const bundle = (started[3] as PromiseFulfilledResult<{ code: string }>).value;
   fs.writeFileSync(path.join(workDir, 'owner.json'), JSON.stringify({ pid: process.pid, servers: processes.map((p) => p.child.pid) }));
   const workflowBundlePath = path.join(workDir, 'workflow-bundle.js');
   fs.writeFileSync(workflowBundlePath, bundle.code);
@@ -117,6 +122,7 @@ export async function startTestStack(): Promise<TestStack> {
     databaseUrl,
     temporalAddress: `127.0.0.1:${temporalPort}`,
     weaviateUrl: (started[1] as PromiseFulfilledResult<WeaviateProcess>).value.url,
+    objectStore: { ...objectStore, endpoint: (started[2] as PromiseFulfilledResult<ObjectStoreProcess>).value.endpoint },
     workDir,
     workflowBundlePath,
     adminApiKey: 'test-admin-key-0123456789abcdef',
@@ -153,6 +159,12 @@ export function systemEnv(overrides: Record<string, string> = {}): Record<string
     TEMPORAL_TASK_QUEUE: s.taskQueue,
     WEAVIATE_URL: s.weaviateUrl,
     ADMIN_API_KEY: s.adminApiKey,
+    // Stored files in the object store, so that every test proves its path goes through it; the
+    // directory is only the API's scratch for uploads in flight.
+    STORAGE_URL: `s3://${s.objectStore.bucket}/${s.objectStore.prefix}`,
+    S3_ENDPOINT: s.objectStore.endpoint,
+    AWS_ACCESS_KEY_ID: s.objectStore.accessKey,
+    AWS_SECRET_ACCESS_KEY: s.objectStore.secretKey,
     STORAGE_DIR: path.join(s.workDir, 'storage'),
     WORKFLOW_BUNDLE_PATH: s.workflowBundlePath,
     PORT: '0',

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import readline from 'node:readline';
 import { loadConfig } from '../../lib/platform/config.js';
 import { createServices } from '../../lib/services.js';
@@ -20,6 +21,7 @@ export interface RunningApi {
 export async function startApi(overrides: Record<string, string> = {}): Promise<RunningApi> {
   const config = loadConfig(systemEnv(overrides));
   const services = createServices(config, 'api');
+  await services.storage.verify();
   const stopKeepingUploads = keepUploadFolder(uploadFolder(config.storageDir), services.log);
   const temporal = await connectTemporalClient(config.temporalAddress, config.temporalNamespace);
   const deps: ApiDeps = { ...services, temporal };
@@ -51,11 +53,14 @@ process.once('exit', () => {
   for (const w of workers) w.kill('SIGKILL');
 });
 
-/** `nodeArgs` go to node itself (e.g. `--cpu-prof`, which NODE_OPTIONS does not take). */
+/**
+ * `nodeArgs` go to node itself (e.g. `--cpu-prof`, which NODE_OPTIONS does not take). The worker's
+ * STORAGE_DIR is a scratch folder of its own: it shares nothing with the API but the object store.
+ */
 export async function startWorker(overrides: Record<string, string> = {}, nodeArgs: string[] = []): Promise<RunningWorker> {
   const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'workers/main.ts'], {
     cwd: repoRoot,
-    env: { ...process.env, ...systemEnv({ LOG_LEVEL: 'info', ...overrides }) },
+    env: { ...process.env, ...systemEnv({ LOG_LEVEL: 'info', STORAGE_DIR: path.join(testStack().workDir, 'worker-scratch'), ...overrides }) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   workers.add(child);

@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import path from 'node:path';
 import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { newPartner } from '../support/fixtures.js';
-import { testStack } from '../support/stack.js';
+import { anythingStored } from '../support/stored-files.js';
 import { encodeAs, speak, wer } from '../support/audio.js';
 import { pdf } from '../support/samples.js';
 import { binary, startAudioHost } from '../support/audio-host.js';
@@ -64,7 +63,7 @@ describe('transcription: audio_url that cannot be used', function () {
     await host?.close();
   });
 
-  const storedAudio = (id: string) => fs.existsSync(path.join(testStack().workDir, 'storage', 'transcripts', id));
+  const storedAudio = (id: string) => anythingStored(`transcripts/${id}`);
 
   /** Submits `url` (accepted: 200 queued) and answers the transcript once it has finished. */
   async function transcriptOf(url: string) {
@@ -85,7 +84,7 @@ describe('transcription: audio_url that cannot be used', function () {
     assert.deepEqual(Object.keys(t).filter((k) => k !== 'uuid').sort(), ['audio_url', 'error', 'id', 'status']);
     assert.equal(t.audio_url, url);
     assert.match(t.error, message);
-    assert.equal(storedAudio(t.uuid), false, 'no audio is kept');
+    assert.equal(await storedAudio(t.uuid), false, 'no audio is kept');
     return t;
   }
 

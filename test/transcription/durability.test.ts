@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { newPartner } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
+import { anythingStored } from '../support/stored-files.js';
 import { concatWithPauses, libraryPassage as sentences, speak, wer } from '../support/audio.js';
 import { binaries } from '../../scripts/stack.js';
 import { transcriptProgressQuery, transcriptWorkflowId } from '../../lib/contracts/transcript.js';
@@ -45,7 +46,7 @@ describe('transcription: a killed worker, operator commands, retention', functio
     return { path: res.body.id as string, id: (res.body.id as string).split('/').pop()! };
   };
   const segments = (id: string) => api.deps.db.transcriptSegment.findMany({ where: { transcriptId: id }, orderBy: { index: 'asc' } });
-  const storedFiles = (id: string) => fs.existsSync(path.join(testStack().workDir, 'storage', 'transcripts', id));
+  const storedFiles = (id: string) => anythingStored(`transcripts/${id}`);
   /** Whether `temporal workflow list` (what an operator filters the Web UI by) shows the transcript's workflow with this JobStatus. */
   const listedWith = async (id: string, status: string) => {
     const { stdout } = await temporalCli('workflow', 'list', '--query', `WorkflowId="${transcriptWorkflowId(id)}" AND JobStatus="${status}"`);
@@ -84,7 +85,7 @@ describe('transcription: a killed worker, operator commands, retention', functio
         for (const i of before) assert.equal(after[i]!.attempts, 1, `segment ${i} was done before the kill and not again`);
         assert.ok(after.every((s) => s.completedAt));
         assert.ok(seen.has('processing'), [...seen].join());
-        assert.equal(storedFiles(t.id), false, 'the audio is deleted when the transcript finishes');
+        assert.equal(await storedFiles(t.id), false, 'the audio is deleted when the transcript finishes');
       } finally {
         clearInterval(watch);
       }
@@ -119,7 +120,7 @@ describe('transcription: a killed worker, operator commands, retention', functio
         return r.body.status === 'error' ? r.body : null;
       });
       assert.deepEqual(done, { id: t.path, status: 'error', error: 'cancelled by an operator: wrong file' });
-      await eventually('the audio to be removed', async () => !storedFiles(t.id));
+      await eventually('the audio to be removed', async () => !(await storedFiles(t.id)));
       await eventually('JobStatus error in the list', async () => listedWith(t.id, 'error'));
       assert.equal(await listedWith(t.id, 'processing'), false);
     });
@@ -168,7 +169,7 @@ describe('transcription: a killed worker, operator commands, retention', functio
       assert.equal(deleted.status, 200, JSON.stringify(deleted.body));
       assert.equal(await api.deps.db.transcript.count({ where: { id } }), 0);
       await eventually('the workflow to end', async () => (await api.deps.temporal.workflow.getHandle(transcriptWorkflowId(id)).describe()).status.name === 'COMPLETED', 120_000);
-      assert.equal(storedFiles(id), false);
+      assert.equal(await storedFiles(id), false);
     });
 
     it('a finished transcript is readable for the retention period, then 404 and deleted; cancelling its workflow deletes it at once', async () => {

@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import path from 'node:path';
 import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { newKnowledgeBase, newPartner } from '../support/fixtures.js';
-import { systemEnv } from '../support/stack.js';
+import { anythingStored, storedNames } from '../support/stored-files.js';
 import { concatWithPauses, silence, speak } from '../support/audio.js';
 import { multipartFields, startOpenAiUpstream, type OpenAiUpstream } from '../support/openai-upstream.js';
 
@@ -200,9 +199,9 @@ describe('transcription engines', function () {
       upstream.respond(() => (calls() - before === 2 || calls() - before === 3 ? { status: 503, json: { error: { message: 'The engine is overloaded' } } } : { json: { text: `Piece ${++answered}.` } }));
       const res = await http('POST', `/api/documents/${k.partner.name}/${k.kb}`, { key: k.partner.key, form: { type: 'file', folder: k.folder, use_original_as_rewritten: 'true', file: { name: 'lecture.wav', content: fs.readFileSync(recording) } } });
       assert.equal(res.status, 201, JSON.stringify(res.body));
-      const kept = path.join(systemEnv().STORAGE_DIR!, 'documents', res.body.id, 'media-pieces');
+      const kept = `documents/${res.body.id}/media-pieces`;
       await eventually('the second piece refused', async () => calls() - before >= 2);
-      assert.equal(fs.readdirSync(kept).length, 1, 'the first piece is kept beside the document while the outage lasts');
+      assert.equal((await storedNames(kept)).length, 1, 'the first piece is kept beside the document while the outage lasts');
       const digitized = await eventually('digitized after the outage', async () => {
         const d = (await http('GET', `/api/document/${k.partner.name}/${k.kb}/${res.body.id}`, { key: k.partner.key })).body;
         if (d.processing_error) throw new Error(d.processing_error);
@@ -212,7 +211,7 @@ describe('transcription engines', function () {
       const content = await http('GET', `/api/documents/${k.partner.name}/${k.kb}/${res.body.id}/content/digitized`, { key: k.partner.key });
       assert.equal(content.body.content.trim(), 'Piece 1. Piece 2.', 'each piece transcribed once, in order');
       assert.equal(digitized.digitized_char_count, content.body.content.length);
-      assert.ok(!fs.existsSync(kept), 'the kept pieces are gone once the recording is digitized');
+      assert.ok(!(await anythingStored(kept)), 'the kept pieces are gone once the recording is digitized');
     });
   });
 });

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import path from 'node:path';
 import { client, eventually, startApi, startWorker, type RunningApi } from '../support/system.js';
 import { newPartner } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
+import { storedNames } from '../support/stored-files.js';
+import { uploadFolder } from '../../api/http/upload-folder.js';
 import { newQuotaKey } from '../messaging/support.js';
 import { encodeAs, speak } from '../support/audio.js';
 import { pdf } from '../support/samples.js';
@@ -30,13 +31,16 @@ describe('transcription: validation, keys, ownership and limits', function () {
     await api?.close();
   });
 
-  const storageDir = () => path.join(testStack().workDir, 'storage');
-  const stored = () => ['uploads', 'transcripts'].flatMap((d) => (fs.existsSync(path.join(storageDir(), d)) ? fs.readdirSync(path.join(storageDir(), d)) : []));
+  /** Uploads waiting in the API's scratch folder, and stored transcript files. */
+  const stored = async () => {
+    const uploads = uploadFolder(api.deps.config.storageDir);
+    return [...(fs.existsSync(uploads) ? fs.readdirSync(uploads) : []), ...(await storedNames('transcripts'))];
+  };
   const rows = () => api.deps.db.transcript.count();
 
   /** A refused request leaves no row, no stored file and no workflow. */
   async function refused(call: () => Promise<{ status: number; body: any; headers: Headers }>, field: string, message?: RegExp) {
-    const [before, files] = [await rows(), stored()];
+    const [before, files] = [await rows(), await stored()];
     const res = await call();
     assert.equal(res.status, 422, JSON.stringify(res.body));
     assert.equal(typeof res.body.message, 'string');
@@ -44,7 +48,7 @@ describe('transcription: validation, keys, ownership and limits', function () {
     if (message) assert.match(res.body.errors[field].join(' '), message);
     assert.equal(await rows(), before);
     // Multer's temporary file is removed once the answer is sent.
-    await eventually('uploads to be cleaned', async () => stored().length === files.length);
+    await eventually('uploads to be cleaned', async () => (await stored()).length === files.length);
     return res;
   }
 

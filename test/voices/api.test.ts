@@ -5,6 +5,7 @@ import path from 'node:path';
 import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { newPartner, unique } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
+import { anythingStored, storedNames } from '../support/stored-files.js';
 import { wavFile } from '../../lib/audio/index.js';
 import { createVoice, download, encodeAs, envelope, libraryPassage, locate, mmss, pcm16k, probe, probeBytes, recording, settled, speak, tempFile, unzip, voicePath } from './support.js';
 
@@ -40,7 +41,7 @@ describe('voices: recordings, samples, embeddings (local engines)', function () 
   const get = (voice: string) => http('GET', voicePath(partner.name, voice), { key: partner.key });
   const samplesOf = async (voice: string, v: any) =>
     Promise.all(v.samples.map(async (s: any) => ({ ...s, file: await download(api.url, `${voicePath(partner.name, voice)}/samples/${s.index}`, partner.key) })));
-  const storageDir = () => path.join(testStack().workDir, 'storage', 'voices');
+  const voiceFilesOf = (partnerId: string, voiceId?: string) => `voices/${partnerId}${voiceId ? `/${voiceId}` : ''}`;
 
   describe('a voice made from a recording', () => {
     const name = unique('Anna Kal');
@@ -265,19 +266,19 @@ describe('voices: recordings, samples, embeddings (local engines)', function () 
       assert.equal(del.status, 200, JSON.stringify(del.body));
       assert.deepEqual(del.body.embedding_info.test_samples, []);
       assert.deepEqual((await http('GET', `${voicePath(partner.name, name)}/test-samples?tts_type=builtin`, { key: partner.key })).body, []);
-      const files = fs.readdirSync(path.join(storageDir(), (await api.deps.db.partner.findUniqueOrThrow({ where: { name: partner.name } })).id, done.id));
-      assert.ok(!files.includes('test-samples') || fs.readdirSync(path.join(storageDir(), (await api.deps.db.partner.findUniqueOrThrow({ where: { name: partner.name } })).id, done.id, 'test-samples')).length === 0);
+      const partnerId = (await api.deps.db.partner.findUniqueOrThrow({ where: { name: partner.name } })).id;
+      assert.deepEqual(await storedNames(`${voiceFilesOf(partnerId, done.id)}/test-samples`), []);
     });
 
     it('delete: the voice, its rows and every file are gone', async () => {
       const partnerId = (await api.deps.db.partner.findUniqueOrThrow({ where: { name: partner.name } })).id;
-      const dir = path.join(storageDir(), partnerId, done.id);
-      assert.ok(fs.existsSync(dir));
+      const files = voiceFilesOf(partnerId, done.id);
+      assert.ok(await anythingStored(files));
       const r = await http('DELETE', voicePath(partner.name, name), { key: partner.key });
       assert.equal(r.status, 200, JSON.stringify(r.body));
       assert.deepEqual(r.body, { status: 'deleted', name });
       assert.equal((await get(name)).status, 404);
-      assert.equal(fs.existsSync(dir), false);
+      assert.equal(await anythingStored(files), false);
       assert.equal(await api.deps.db.voiceSample.count({ where: { voiceId: done.id } }), 0);
     });
   });
@@ -470,11 +471,11 @@ describe('voices: recordings, samples, embeddings (local engines)', function () 
     const created = await createVoice(http, doomed.key, doomed.name, name, { name: 'v.wav', content: fs.readFileSync(original) });
     await settled(http, doomed.key, doomed.name, name);
     const partnerId = (await api.deps.db.partner.findUniqueOrThrow({ where: { name: doomed.name } })).id;
-    assert.ok(fs.existsSync(path.join(storageDir(), partnerId, created.id, 'samples')));
+    assert.ok(await anythingStored(`${voiceFilesOf(partnerId, created.id)}/samples`));
     const r = await http('DELETE', `/api/partners/${doomed.name}`, { key: testStack().adminApiKey });
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assert.equal(await api.deps.db.voice.count({ where: { id: created.id } }), 0);
-    assert.equal(fs.existsSync(path.join(storageDir(), partnerId)), false);
+    assert.equal(await anythingStored(voiceFilesOf(partnerId)), false);
   });
 
   it('job-starting requests are limited per partner per minute (429 with Retry-After); the administrator key is not', async () => {

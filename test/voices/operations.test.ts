@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
 import { promisify } from 'node:util';
 import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { newPartner, unique } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
+import { anythingStored, storedNames } from '../support/stored-files.js';
 import { concatWithPauses } from '../support/audio.js';
 import { binaries } from '../../scripts/stack.js';
 import { voiceJobProgressQuery } from '../../lib/contracts/voice-job.js';
@@ -42,9 +42,10 @@ describe('voices: a killed worker, operator signals', function () {
     await api?.close();
   });
 
+  /** The storage key prefix of a voice's files (lib/voices/files.ts). */
   const storageOf = async (voiceId: string) => {
     const partnerId = (await api.deps.db.partner.findUniqueOrThrow({ where: { name: partner.name } })).id;
-    return path.join(testStack().workDir, 'storage', 'voices', partnerId, voiceId);
+    return `voices/${partnerId}/${voiceId}`;
   };
   const splitRunning = (workflowId: string) =>
     eventually('the split activity to run', async () => {
@@ -72,7 +73,7 @@ describe('voices: a killed worker, operator signals', function () {
         assert.equal(done.samples.length, 2 * libraryPassage.length, 'one sample per sentence: each is under 5 s with its pauses');
         assert.deepEqual([...counts].filter((n) => n !== 0 && n !== done.samples.length), [], `sample counts seen while splitting: ${[...counts]}`);
         // Exactly the committed samples are stored, each a whole Opus file.
-        const files = fs.readdirSync(path.join(await storageOf(v.id), 'samples')).sort((a, b) => parseInt(a) - parseInt(b));
+        const files = (await storedNames(`${await storageOf(v.id)}/samples`)).sort((a, b) => parseInt(a) - parseInt(b));
         assert.deepEqual(files, done.samples.map((s: any) => `${s.index}.opus`));
         for (const s of [done.samples[0], done.samples[12], done.samples.at(-1)]) {
           const p = await probeBytes((await download(api.url, `${voicePath(partner.name, name)}/samples/${s.index}`, partner.key)).bytes, 'opus');
@@ -107,9 +108,9 @@ describe('voices: a killed worker, operator signals', function () {
       const first = await settled(http, partner.key, partner.name, name);
       assert.equal(first.status.splitting, 'completed');
       // The stored original is damaged (a storage fault): the next split fails for good.
-      const originalFile = path.join(await storageOf(created.id), created.original_filename);
-      const good = fs.readFileSync(originalFile);
-      fs.writeFileSync(originalFile, Buffer.concat([good.subarray(0, 44), Buffer.alloc(good.length - 44, 0x7f)]).subarray(0, 60));
+      const originalFile = `${await storageOf(created.id)}/${created.original_filename}`;
+      const good = await api.deps.storage.read(originalFile);
+      await api.deps.storage.write(originalFile, Buffer.concat([good.subarray(0, 44), Buffer.alloc(good.length - 44, 0x7f)]).subarray(0, 60));
       assert.equal((await http('POST', `${voicePath(partner.name, name)}/split`, { key: partner.key })).status, 202);
       const failed = await settled(http, partner.key, partner.name, name);
       assert.equal(failed.status.splitting, 'failed', JSON.stringify(failed.status));
@@ -121,7 +122,7 @@ describe('voices: a killed worker, operator signals', function () {
       const { stdout: progress } = await temporalCli('workflow', 'query', '--workflow-id', created.workflow_id, '--type', 'progress');
       assert.match(progress, /waiting_for_retry/);
 
-      fs.writeFileSync(originalFile, good);
+      await api.deps.storage.write(originalFile, good);
       await temporalCli('workflow', 'signal', '--workflow-id', created.workflow_id, '--name', 'retry');
       await eventually('the retry to start', async () => (await http('GET', voicePath(partner.name, name), { key: partner.key })).body.status.splitting !== 'failed');
       const v = await settled(http, partner.key, partner.name, name);
@@ -144,7 +145,7 @@ describe('voices: a killed worker, operator signals', function () {
       assert.match(v.status.splitting_error, /stopped outside the service/);
       assert.equal(v.status.embedding, 'failed');
       assert.equal((await http('DELETE', voicePath(partner.name, name), { key: partner.key })).status, 200);
-      await eventually('no file left', async () => !fs.existsSync(path.join(await storageOf(created.id))), 30_000);
+      await eventually('no file left', async () => !(await anythingStored(await storageOf(created.id))), 30_000);
     });
 
     it('a retry signal while nothing failed changes nothing; cancelling a running job fails it, so the voice is not left locked', async () => {
