@@ -35,8 +35,9 @@ if [ "$(cat node_modules/.setup-lock-hash 2>/dev/null)" != "$lock_hash" ]; then
   echo "$lock_hash" > node_modules/.setup-lock-hash
 fi
 
-# 4. Temporal CLI and Weaviate, built once per machine from their Go modules
-scripts/build-tools.sh
+# 4. The servers, built once per machine from their Go modules: the ones named as arguments
+#    (scripts/start names what its profile runs), else every one (scripts/test)
+scripts/build-tools.sh "$@"
 
 # 5. Prisma client, regenerated when the schema changed
 schema_hash=$( (cat prisma/schema.prisma; cat node_modules/.setup-lock-hash) | sha256sum | cut -d' ' -f1)
