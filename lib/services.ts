@@ -69,7 +69,7 @@ export function createServices(config: Config, component: string): Services {
     db: createDb(config.databaseUrl, undefined, log),
     // STORAGE_URL: the object store; unset: the local directory.
     storage: config.objectStore ? new S3FileStorage(config.objectStore) : new LocalFileStorage(config.storageDir),
-    index: new VectorIndex(config.weaviateUrl, config.weaviateTimeoutMs),
+    index: new VectorIndex(config.weaviateUrl, config.weaviateTimeoutMs, config.weaviateReplication),
     embedder: embedderFromConfig(config),
     vendorStore: config.vendorSync ? new OpenAiVectorStore(config.vendorSync) : null,
     log,

@@ -15,6 +15,8 @@ export interface Config {
   weaviateUrl: string;
   /** WEAVIATE_TIMEOUT_SECONDS: a Weaviate request unanswered this long counts as Weaviate unavailable. */
   weaviateTimeoutMs: number;
+  /** WEAVIATE_REPLICATION_FACTOR, WEAVIATE_WRITE_CONSISTENCY, WEAVIATE_READ_CONSISTENCY (README, deployment and scaling). */
+  weaviateReplication: { factor: number; write: WeaviateConsistency; read: WeaviateConsistency };
   port: number;
   /**
    * Which proxies in front of the API are believed about the client (X-Forwarded-For, -Proto,
@@ -401,6 +403,9 @@ const configDefaults = {
   TEMPORAL_TASK_QUEUE: 'knowledge',
   WEAVIATE_URL: 'http://127.0.0.1:8080',
   WEAVIATE_TIMEOUT_SECONDS: '30',
+  WEAVIATE_REPLICATION_FACTOR: '1',
+  WEAVIATE_WRITE_CONSISTENCY: 'QUORUM',
+  WEAVIATE_READ_CONSISTENCY: 'QUORUM',
   PORT: '3000',
   TRUST_PROXY: 'false',
   STORAGE_DIR: '.data/storage',
@@ -541,6 +546,16 @@ function trustProxySetting(value: string): Config['trustProxy'] {
     throw new ConfigError(`TRUST_PROXY must be true, false, a number of proxies, or a comma-separated list of addresses or subnets (or loopback, linklocal, uniquelocal); ${JSON.stringify(bad)} is none of these`);
   }
   return addresses;
+}
+
+/** How many of a Weaviate object's replicas must answer (weaviate-ts-client's ConsistencyLevel). */
+export type WeaviateConsistency = 'ONE' | 'QUORUM' | 'ALL';
+const consistencyLevels: readonly WeaviateConsistency[] = ['ONE', 'QUORUM', 'ALL'];
+
+function consistencySetting(name: string, value: string): WeaviateConsistency {
+  const level = value.toUpperCase() as WeaviateConsistency;
+  if (!consistencyLevels.includes(level)) throw new ConfigError(`${name} must be one of ${consistencyLevels.join(', ')}, got ${JSON.stringify(value)}`);
+  return level;
 }
 
 function booleanSetting(name: string, value: string | undefined): boolean {
@@ -730,6 +745,11 @@ export function loadConfig(env: Env = process.env): Config {
     temporalTaskQueue: read(env, 'TEMPORAL_TASK_QUEUE'),
     weaviateUrl: urlSetting('WEAVIATE_URL', read(env, 'WEAVIATE_URL'), ['http:', 'https:']),
     weaviateTimeoutMs: integerSetting('WEAVIATE_TIMEOUT_SECONDS', read(env, 'WEAVIATE_TIMEOUT_SECONDS'), 1, 3600) * 1000,
+    weaviateReplication: {
+      factor: integerSetting('WEAVIATE_REPLICATION_FACTOR', read(env, 'WEAVIATE_REPLICATION_FACTOR'), 1, 100),
+      write: consistencySetting('WEAVIATE_WRITE_CONSISTENCY', read(env, 'WEAVIATE_WRITE_CONSISTENCY')),
+      read: consistencySetting('WEAVIATE_READ_CONSISTENCY', read(env, 'WEAVIATE_READ_CONSISTENCY')),
+    },
     port: integerSetting('PORT', read(env, 'PORT'), 0, 65535),
     trustProxy: trustProxySetting(read(env, 'TRUST_PROXY')),
     adminApiKey,

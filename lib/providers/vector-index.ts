@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import weaviateModule, { type WeaviateClient, type WhereFilter } from 'weaviate-ts-client';
+import weaviateModule, { type ConsistencyLevel, type WeaviateClient, type WhereFilter } from 'weaviate-ts-client';
 import { trimOf } from '../platform/text.js';
 import { answeredWithin } from '../platform/deadline.js';
 import { connectionFailed, isUnavailableStatus, ServiceUnavailable } from './service-unavailable.js';
@@ -129,16 +129,33 @@ async function resentOnStaleConnection<T>(request: () => Promise<T>): Promise<T>
   }
 }
 
+/**
+ * How chunk classes are replicated over a Weaviate cluster (WEAVIATE_REPLICATION_FACTOR) and how
+ * many replicas answer a write and a read before it counts (WEAVIATE_WRITE_CONSISTENCY,
+ * WEAVIATE_READ_CONSISTENCY). QUORUM for both at a factor of 3: reads see every acknowledged write
+ * (2 + 2 > 3) and either keeps working with one node down.
+ */
+export interface IndexReplication {
+  factor: number;
+  write: ConsistencyLevel;
+  read: ConsistencyLevel;
+}
+
+export const singleNodeReplication: IndexReplication = { factor: 1, write: 'QUORUM', read: 'QUORUM' };
+
 export class VectorIndex {
   readonly client: WeaviateClient;
+  private readonly baseUrl: string;
 
   /** `timeoutMs`: how long one request may go unanswered before Weaviate counts as unavailable (WEAVIATE_TIMEOUT_SECONDS). */
   constructor(
     url: string,
     private readonly timeoutMs = 30_000,
+    private readonly replication: IndexReplication = singleNodeReplication,
   ) {
     const u = new URL(url);
     this.client = weaviate.client({ scheme: u.protocol.replace(':', ''), host: u.host });
+    this.baseUrl = `${u.protocol}//${u.host}`;
   }
 
   /**
@@ -201,6 +218,9 @@ export class VectorIndex {
           // Our own analysis removes function words per language; Weaviate's English preset would
           // also drop e.g. "it" from German or Italian text.
           invertedIndexConfig: { bm25: { b: 0.75, k1: 1.2 }, stopwords: { preset: 'none' } },
+          // A replica that missed a delete while it was down must not bring the chunk back: the
+          // newer of the delete and the write wins (replicas repair each other in the background).
+          replicationConfig: { factor: this.replication.factor, deletionStrategy: 'TimeBasedResolution' },
           properties: [
             textField('partnerId'),
             textField('knowledgeBaseId'),
@@ -254,7 +274,7 @@ export class VectorIndex {
   async upsertChunks(className: string, chunks: ChunkRecord[]): Promise<void> {
     if (chunks.length === 0) return;
     await this.ensureClass(className);
-    const batcher = this.client.batch.objectsBatcher();
+    const batcher = this.client.batch.objectsBatcher().withConsistencyLevel(this.replication.write);
     for (const c of chunks) {
       const { denseVector, sparseVector, ...properties } = c;
       batcher.withObject({
@@ -289,9 +309,25 @@ export class VectorIndex {
     }
   }
 
-  /** Deletes the chunks of a class that match `where` (one batch delete request). */
+  /**
+   * Deletes the chunks of a class that match `where` (one batch delete request), stating when:
+   * Weaviate records no deletion time unless the request gives one, and then a replica that was down
+   * during the delete brings the chunks back to the others when it returns (measured on a 3-node
+   * cluster). With the time, the others' newer delete wins (TimeBasedResolution). weaviate-ts-client
+   * 2.2 cannot send the field, so this is the REST call itself.
+   */
   async deleteWhere(className: string, where: WhereFilter): Promise<void> {
-    await this.idempotent(() => this.client.batch.objectsBatchDeleter().withClassName(className).withWhere(where).do());
+    await this.idempotent(async () => {
+      const res = await fetch(`${this.baseUrl}/v1/batch/objects?consistency_level=${this.replication.write}`, {
+        method: 'DELETE',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ match: { class: className, where }, deletionTimeUnixMilli: Date.now(), output: 'minimal' }),
+      });
+      // The client's own wording, so that unavailableOr classifies it as it does the client's errors.
+      if (!res.ok) throw new Error(`usage error (${res.status}): ${await res.text()}`);
+      const { results } = (await res.json()) as { results?: { failed?: number; objects?: Array<{ errors?: { error?: Array<{ message: string }> } }> } };
+      if (results?.failed) throw new Error(`Weaviate failed to delete ${results.failed} chunk(s) of ${className}: ${results.objects?.[0]?.errors?.error?.[0]?.message ?? 'no message'}`);
+    });
   }
 
   /** Chunk indexes of a document, over every class (a chunk in two classes appears twice). */
@@ -302,6 +338,7 @@ export class VectorIndex {
         this.client.graphql
           .get()
           .withClassName(cls)
+          .withConsistencyLevel(this.replication.read)
           .withWhere({ path: ['documentId'], operator: 'Equal', valueText: documentId })
           .withFields('chunkIndex')
           .withLimit(10000)
@@ -349,6 +386,7 @@ export class VectorIndex {
       this.client.graphql
         .get()
         .withClassName(className)
+        .withConsistencyLevel(this.replication.read)
         .withWhere(this.kbWhere(filter))
         .withNearVector({ vector, targetVectors: [target] })
         .withLimit(limit)
@@ -376,6 +414,7 @@ export class VectorIndex {
       this.client.graphql
         .get()
         .withClassName(className)
+        .withConsistencyLevel(this.replication.read)
         .withWhere(this.kbWhere(filter))
         .withBm25({ query: analysedQuery, properties: ['bm25Text'] })
         .withLimit(limit)
@@ -392,6 +431,7 @@ export class VectorIndex {
       this.client.graphql
         .get()
         .withClassName(className)
+        .withConsistencyLevel(this.replication.read)
         .withWhere(this.kbWhere(filter))
         .withHybrid({ query, vector, alpha, targetVectors: ['dense'], properties: ['bm25Text'] })
         .withLimit(limit)
