@@ -23,6 +23,10 @@ export const binaries = {
   weaviate: path.join(toolsDir, 'weaviate-v1.39.0', 'weaviate-server'),
   // Versity's S3 gateway (Apache-2.0): the S3-compatible object store of the tests and the cluster profile.
   versitygw: path.join(toolsDir, 'versitygw-v1.8.0', 'versitygw'),
+  // The cluster profile's Temporal (scripts/temporal-server.ts): the server, its schema tool and Web UI.
+  temporalServer: path.join(toolsDir, 'temporal-server-v1.29.1', 'server'),
+  temporalSqlTool: path.join(toolsDir, 'temporal-sql-tool-v1.29.1', 'sql'),
+  temporalUi: path.join(toolsDir, 'temporal-ui-v2.42.1', 'server'),
 };
 
 export interface ManagedProcess {
@@ -46,7 +50,7 @@ export async function freePort(): Promise<number> {
 }
 
 /** Whether a listener could bind the port now: false when a server, or a connection's local end, holds it. */
-async function canListen(port: number, protocol: 'tcp' | 'udp' = 'tcp'): Promise<boolean> {
+export async function canListen(port: number, protocol: 'tcp' | 'udp' = 'tcp'): Promise<boolean> {
   return new Promise((resolve) => {
     if (protocol === 'udp') {
       const socket = dgram.createSocket('udp4');
@@ -61,7 +65,7 @@ async function canListen(port: number, protocol: 'tcp' | 'udp' = 'tcp'): Promise
 }
 
 /** A free port whose UDP twin is free too (gossip listens on both). */
-async function freeTcpUdpPort(): Promise<number> {
+export async function freeTcpUdpPort(): Promise<number> {
   for (;;) {
     const port = await freePort();
     if (await canListen(port, 'udp')) return port;
@@ -404,6 +408,19 @@ export interface WeaviateOptions {
   logFile: string;
   /** Free ones are picked when omitted. */
   ports?: WeaviatePorts;
+  /** A node of a cluster (scripts/cluster.ts); omitted: a single-node cluster of its own. */
+  cluster?: WeaviateClusterNode;
+  /** Settings on top of the ones every node gets (e.g. a cluster's replication defaults). */
+  extraEnv?: Record<string, string>;
+}
+
+/** One node of a Weaviate cluster on this machine: its name, and where it finds the others. */
+export interface WeaviateClusterNode {
+  name: string;
+  /** Gossip address (host:port) of a node already up; none for the first. */
+  join: string[];
+  /** Every node's name and raft port (name:port), so that each finds the others' raft and internal RPC ports. */
+  raftJoin: string[];
 }
 
 export interface WeaviateProcess extends ManagedProcess {
@@ -433,7 +450,7 @@ async function launchWeaviate(o: WeaviateOptions, p: WeaviatePorts): Promise<Wea
     AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED: 'true',
     DEFAULT_VECTORIZER_MODULE: 'none',
     ENABLE_MODULES: '',
-    CLUSTER_HOSTNAME: 'node1',
+    CLUSTER_HOSTNAME: o.cluster?.name ?? 'node1',
     CLUSTER_IN_LOCALHOST: 'true',
     // Without these the node advertises the host's first non-loopback address and its single-node
     // raft cluster never elects a leader on hosts whose other interfaces are closed.
@@ -443,7 +460,8 @@ async function launchWeaviate(o: WeaviateOptions, p: WeaviatePorts): Promise<Wea
     CLUSTER_DATA_BIND_PORT: String(p.data),
     RAFT_PORT: String(p.raft),
     RAFT_INTERNAL_RPC_PORT: String(p.raft + 1),
-    RAFT_BOOTSTRAP_EXPECT: '1',
+    RAFT_BOOTSTRAP_EXPECT: String(o.cluster?.raftJoin.length ?? 1),
+    ...(o.cluster ? { RAFT_JOIN: o.cluster.raftJoin.join(','), ...(o.cluster.join.length ? { CLUSTER_JOIN: o.cluster.join.join(',') } : {}) } : {}),
     GRPC_PORT: String(p.grpc),
     GO_PROFILING_DISABLE: 'true',
     DISABLE_TELEMETRY: 'true',
@@ -453,8 +471,9 @@ async function launchWeaviate(o: WeaviateOptions, p: WeaviatePorts): Promise<Wea
     ASYNC_INDEXING: 'true',
     LOG_LEVEL: 'warning',
     QUERY_DEFAULTS_LIMIT: '25',
+    ...o.extraEnv,
   };
-  const proc = manage('weaviate', binaries.weaviate, ['--host', '127.0.0.1', '--port', String(p.http), '--scheme', 'http'], { env, logFile: o.logFile });
+  const proc = manage(o.cluster ? `weaviate-${o.cluster.name}` : 'weaviate', binaries.weaviate, ['--host', '127.0.0.1', '--port', String(p.http), '--scheme', 'http'], { env, logFile: o.logFile });
   const url = `http://127.0.0.1:${p.http}`;
   await waitFor('Weaviate', async () => (await fetch(`${url}/v1/.well-known/ready`)).status === 200, 120_000, proc);
   return { ...proc, url };

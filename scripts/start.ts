@@ -4,12 +4,14 @@ import path from 'node:path';
 import { loadConfig } from '../lib/platform/config.js';
 import { redactSecrets, redactUrl } from '../lib/platform/redact.js';
 import { binaries, ensureDatabase, manage, migrate, portOpen, repoRoot, startTemporal, startWeaviate, waitFor, type ManagedProcess } from './stack.js';
+import { defaultClusterPorts, objectStoreCredentials, startCluster } from './cluster.js';
 
 /**
  * `scripts/start`: the whole system on its embedded defaults. Starts the Temporal dev server (with
  * its Web UI) and Weaviate unless TEMPORAL_ADDRESS / WEAVIATE_URL name external ones, prepares and
  * migrates the database, then runs the API and one worker. Their state lives in .data/, so work in
- * flight survives a restart. Ctrl-C stops everything this command started.
+ * flight survives a restart. Ctrl-C stops everything this command started. `--cluster` starts the
+ * cluster profile instead (scripts/cluster.ts).
  */
 const dataDir = path.join(repoRoot, '.data');
 fs.mkdirSync(dataDir, { recursive: true });
@@ -45,7 +47,69 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
+const clusterProfile = process.argv.includes('--cluster');
+const unknown = process.argv.slice(2).filter((a) => a !== '--cluster');
+if (unknown.length) {
+  say(`unknown argument ${unknown[0]}: scripts/start [--cluster]`);
+  process.exit(2);
+}
+
+/**
+ * `scripts/start --cluster`: what a multi-host deployment runs, on this machine (scripts/cluster.ts),
+ * with its state in .data/cluster/ and its own databases (dwb_cluster and the Temporal server's two).
+ */
+async function startClusterProfile(): Promise<void> {
+  const clusterDir = path.join(dataDir, 'cluster');
+  const ports = defaultClusterPorts(config.port);
+  const busy = [];
+  for (const port of [ports.api, ...ports.apiReplicas, ports.temporal, ports.temporalUi, ports.weaviate, ...ports.weaviateNodes.map((n) => n.http), ports.s3]) if (await portOpen(port)) busy.push(port);
+  if (busy.length) {
+    say(`something already answers on port(s) ${busy.join(', ')}: is a profile already running? (stop it first)`);
+    process.exit(1);
+  }
+  const cluster = await startCluster({
+    dataDir: clusterDir,
+    databaseUrl: process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/dwb_cluster',
+    ports,
+    adminApiKey: env.ADMIN_API_KEY!,
+    s3: { ...objectStoreCredentials(clusterDir, () => crypto.randomBytes(24).toString('hex')), bucket: 'dwb' },
+    log: say,
+  });
+  started.push(...[...cluster.members.values()].map((m) => m.process));
+  say('');
+  say(`API              ${cluster.apiUrl}   (HAProxy in front of ${ports.apiReplicas.map((p) => `127.0.0.1:${p}`).join(' and ')}; stats: http://127.0.0.1:${ports.haproxyStats})`);
+  say(`Admin API key    ${process.env.ADMIN_API_KEY ? '(from ADMIN_API_KEY)' : 'in .data/admin-api-key   (cat .data/admin-api-key)'}`);
+  say(`Temporal server  ${cluster.temporalAddress} (PostgreSQL, SQL visibility)   Web UI: ${cluster.temporalUiUrl}`);
+  say(`Temporal CLI     npm run -s temporal -- workflow list   (every \`temporal ...\` of the operator guide works unchanged)`);
+  say(`Weaviate         ${cluster.weaviateUrl} (HAProxy in front of ${cluster.weaviateNodeUrls.join(', ')}; classes replicated 3 times, QUORUM)`);
+  say(`Object store     ${cluster.s3Endpoint} (S3, bucket dwb; credentials in .data/cluster/s3-credentials.json)`);
+  say('Workers          worker1, worker2');
+  say(`Logs             .data/cluster/logs/`);
+  say('Ctrl-C stops everything started here.');
+  watchEntryPoints(started.filter((x) => /^(?:api|worker)\d$/.test(x.name)), '.data/cluster/logs');
+}
+
+/** If an API or worker process dies, say so and stop the rest rather than run half a system. */
+function watchEntryPoints(processes: ManagedProcess[], logDir: string): void {
+  for (const p of processes) {
+    p.child.once('exit', (code) => {
+      if (stopping) return;
+      say(`${p.name} exited with code ${code}; see ${logDir}/${p.name}.log`);
+      process.kill(process.pid, 'SIGTERM');
+    });
+  }
+}
+
 try {
+  if (clusterProfile) await startClusterProfile();
+  else await startSingleMachine();
+} catch (err) {
+  say(`start failed: ${redactSecrets((err as Error).message)}`);
+  await stopAll();
+  process.exit(1);
+}
+
+async function startSingleMachine(): Promise<void> {
   if (await portOpen(config.port)) {
     say(`something already answers on port ${config.port}: is the system already running? (stop it, or set PORT)`);
     process.exit(1);
@@ -91,16 +155,5 @@ try {
   say(`Logs             .data/logs/{api,worker,temporal,weaviate}.log`);
   say('Ctrl-C stops everything started here.');
 
-  // If the API or the worker dies, say so and stop the rest rather than run half a system.
-  for (const p of started.filter((x) => x.name === 'api' || x.name === 'worker')) {
-    p.child.once('exit', (code) => {
-      if (stopping) return;
-      say(`${p.name} exited with code ${code}; see .data/logs/${p.name}.log`);
-      process.kill(process.pid, 'SIGTERM');
-    });
-  }
-} catch (err) {
-  say(`start failed: ${redactSecrets((err as Error).message)}`);
-  await stopAll();
-  process.exit(1);
+  watchEntryPoints(started.filter((x) => x.name === 'api' || x.name === 'worker'), '.data/logs');
 }
