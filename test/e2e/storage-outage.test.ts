@@ -7,6 +7,8 @@ import { client, eventually, isolatedSystemEnv, startApi, startWorker, type Runn
 import { newKnowledgeBase } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
 import { libraryPassage, speak } from '../support/audio.js';
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { recording, settled, voicePath } from '../voices/support.js';
 import { freePort, startObjectStore, type ObjectStoreOptions, type ObjectStoreProcess } from '../../scripts/stack.js';
 import { documentWorkflowId, progressQuery } from '../../lib/contracts/document-pipeline.js';
 import { uploadFolder } from '../../api/http/upload-folder.js';
@@ -16,11 +18,13 @@ import { uploadFolder } from '../../api/http/upload-folder.js';
  * workflow waits the outage out (its progress says so) and completes, nothing failed. Uploads sent
  * meanwhile answer 503 in their interface's error shape and create nothing: no row, no staged file.
  * The API and the worker run on an object store of this test's own, which it stops and starts
- * again on the same port and data.
+ * again on the same port and data; the worker reaches it through a proxy, so that a test can take
+ * the store away from the worker alone.
  */
 describe('an object store outage while work is in flight', function () {
   this.timeout(300_000);
   let store: ObjectStoreProcess;
+  let workersStore: TcpProxy;
   let storeOptions: ObjectStoreOptions;
   let api: RunningApi;
   let worker: RunningWorker;
@@ -51,8 +55,9 @@ describe('an object store outage while work is in flight', function () {
     const isolated = await isolatedSystemEnv('storage_outage');
     dropIsolated = isolated.drop;
     const env = { ...isolated.env, STORAGE_URL: 's3://outage-bucket/files', S3_ENDPOINT: store.endpoint, TRANSCRIPTION_RATE_LIMIT_PER_MINUTE: '0' };
+    workersStore = await startTcpProxy(store.endpoint);
     api = await startApi(env);
-    worker = await startWorker(env);
+    worker = await startWorker({ ...env, S3_ENDPOINT: workersStore.url });
     call = client(api.url);
   });
   after(async () => {
@@ -60,6 +65,7 @@ describe('an object store outage while work is in flight', function () {
     await worker?.kill();
     await api?.close();
     await store?.stop();
+    await workersStore?.close();
     await new Promise((r) => pages?.close(r));
     await dropIsolated?.();
   });
@@ -127,6 +133,33 @@ describe('an object store outage while work is in flight', function () {
     const history = await pipeline.fetchHistory();
     const failedTries = (history.events ?? []).filter((e) => e.activityTaskFailedEventAttributes?.failure?.message?.includes('file storage (the object store) is unavailable'));
     assert.ok(failedTries.length >= 1, 'the outage was met by the worker and waited out');
+  });
+
+  it('a voice whose split finds the file storage down for longer than its retries waits the outage out and completes (not failed)', async () => {
+    const f = await newKnowledgeBase(call);
+    const original = fs.readFileSync(await recording('flite-kal', libraryPassage.slice(0, 3)));
+    // Down for the worker only: the API stores the original, the worker's split cannot read it.
+    workersStore.setDown(true);
+    try {
+      const created = await call('POST', `/api/voices/${f.partner.name}`, { key: f.partner.key, form: { name: 'Patient voice', file: { name: 'voice.wav', content: original } } });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      const job = api.deps.temporal.workflow.getHandle(created.body.workflow_id);
+      // The split's attempts (about 30 s of them) have run out on the outage: without waiting it
+      // out the voice would now be failed.
+      await eventually(
+        'the split to fail on the outage',
+        async () => (await job.fetchHistory()).events?.some((e) => e.activityTaskFailedEventAttributes?.failure?.message?.includes('file storage (the object store) is unavailable')),
+        120_000,
+      );
+      const meanwhile = (await call('GET', voicePath(f.partner.name, 'Patient voice'), { key: f.partner.key })).body;
+      assert.equal(meanwhile.status.splitting, 'in_progress', 'still in progress, not failed');
+    } finally {
+      workersStore.setDown(false);
+    }
+    const done = await settled(call, f.partner.key, f.partner.name, 'Patient voice');
+    assert.equal(done.status.splitting, 'completed', JSON.stringify(done.status));
+    assert.equal(done.status.embedding, 'completed', JSON.stringify(done.status));
+    assert.ok(done.samples.length > 0);
   });
 
   const read = async (f: { partner: { name: string; key: string }; kb: string }, id: string) => (await call('GET', `/api/document/${f.partner.name}/${f.kb}/${id}`, { key: f.partner.key })).body;
