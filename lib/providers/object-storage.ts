@@ -177,16 +177,21 @@ export class S3FileStorage implements FileStorage {
 
   async moveIn(key: string, sourcePath: string): Promise<void> {
     const Key = this.objectKey(key);
-    await this.call(null, () =>
-      // One PutObject for a file within one part, a multipart upload (aborted on failure) for more.
-      new Upload({ client: this.client, params: { Bucket: this.bucket, Key, Body: fs.createReadStream(sourcePath) }, partSize: this.partBytes, queueSize: UPLOAD_QUEUE }).done(),
-    );
+    // An empty file as what it is (Upload would send it without a length).
+    if ((await fsp.stat(sourcePath)).size === 0) await this.write(key, Buffer.alloc(0));
+    else {
+      await this.call(null, () =>
+        // One PutObject for a file within one part, a multipart upload (aborted on failure) for more.
+        new Upload({ client: this.client, params: { Bucket: this.bucket, Key, Body: fs.createReadStream(sourcePath) }, partSize: this.partBytes, queueSize: UPLOAD_QUEUE }).done(),
+      );
+    }
     await fsp.rm(sourcePath, { force: true });
   }
 
   async write(key: string, data: string | Buffer): Promise<void> {
     const Key = this.objectKey(key);
-    await this.call(null, () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key, Body: data })));
+    const ContentLength = typeof data === 'string' ? Buffer.byteLength(data) : data.length;
+    await this.call(null, () => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key, Body: data, ContentLength })));
   }
 
   async copy(fromKey: string, toKey: string): Promise<void> {

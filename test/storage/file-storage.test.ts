@@ -77,6 +77,16 @@ for (const { name, make } of storages) {
       assert.equal(await storage.exists('docs/a/none.md'), false);
     });
 
+    it('empty files are stored as such, written or moved in', async () => {
+      await storage.write('docs/empty/written.md', '');
+      const source = path.join(dir, 'empty.txt');
+      fs.writeFileSync(source, '');
+      await storage.moveIn('docs/empty/moved.txt', source);
+      assert.equal(fs.existsSync(source), false);
+      assert.equal(await storage.readText('docs/empty/written.md'), '');
+      assert.equal((await storage.read('docs/empty/moved.txt')).length, 0);
+    });
+
     it('keys with spaces and characters beyond ASCII are stored, copied and removed like any other', async () => {
       const key = 'voices/p/Zoë Ångström/日本語 sample (1).opus';
       await storage.write(key, 'unicode');
