@@ -35,8 +35,8 @@ export interface TemporalServerOptions {
   retention: string;
 }
 
-/** Temporal's own dynamic settings (https://docs.temporal.io/references/dynamic-configuration). */
-function dynamicConfig(): Record<string, Array<{ value: unknown; constraints?: Record<string, unknown> }>> {
+/** Temporal's own dynamic settings (https://docs.temporal.io/references/dynamic-configuration); docker-compose.temporal.yml writes the same. */
+export function temporalDynamicConfig(): Record<string, Array<{ value: unknown; constraints?: Record<string, unknown> }>> {
   return {
     // Workflow IDs are `<kind>-<uuid>` today; room for longer ones an operator may choose.
     'limit.maxIDLength': [{ value: 1000 }],
@@ -132,7 +132,7 @@ export async function startTemporalServer(o: TemporalServerOptions): Promise<Man
   if (!fs.existsSync(binaries.temporalServer)) throw new Error(`${binaries.temporalServer} is missing: run scripts/build-tools.sh temporal-server`);
   fs.mkdirSync(o.configDir, { recursive: true });
   fs.writeFileSync(path.join(o.configDir, 'cluster.yaml'), stringify(temporalServerConfig(o)));
-  fs.writeFileSync(path.join(o.configDir, 'dynamicconfig.yaml'), stringify(dynamicConfig()));
+  fs.writeFileSync(path.join(o.configDir, 'dynamicconfig.yaml'), stringify(temporalDynamicConfig()));
   const proc = manage('temporal-server', binaries.temporalServer, ['--root', path.dirname(o.configDir), '--config', path.basename(o.configDir), '--env', 'cluster', '--allow-no-auth', 'start'], {
     logFile: o.logFile,
   });

@@ -6,6 +6,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse, parseDocument } from 'yaml';
 import { searchAttributeDeclarations } from '../../lib/contracts/search-attributes.js';
+import { weaviateReplicationFactor } from '../../scripts/cluster.js';
+import { haproxyConfig } from '../../scripts/load-balancer.js';
+import { temporalDynamicConfig } from '../../scripts/temporal-server.js';
 
 /**
  * docker-compose.temporal.yml and the Dockerfile, checked without a Docker engine.
@@ -15,7 +18,8 @@ import { searchAttributeDeclarations } from '../../lib/contracts/search-attribut
  * `up` would — Compose-spec JSON Schema, variable interpolation, `${VAR:?}` checks, anchors and
  * merge keys, references between services and volumes — and prints the resolved model, which
  * these tests then read. It needs no daemon. Every file in this deployment uses only syntax that
- * Compose v2 (`docker compose`) also accepts.
+ * Compose v2 (`docker compose`) also accepts. The file describes the cluster profile
+ * (scripts/cluster.ts) for real hosts: the tests hold it to the same versions and settings.
  */
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -26,7 +30,14 @@ const dockerfile = path.join(root, 'Dockerfile');
 const requiredEnv = {
   POSTGRES_PASSWORD: 'compose-test-db-password',
   ADMIN_API_KEY: 'compose-test-admin-key-0123456789',
+  S3_ACCESS_KEY: 'compose-test-s3-access',
+  S3_SECRET_KEY: 'compose-test-s3-secret',
 };
+
+/** The versions scripts/build-tools.sh builds the cluster profile's servers from. */
+const builtVersions = Object.fromEntries(
+  [...readFileSync(path.join(root, 'scripts/build-tools.sh'), 'utf8').matchAll(/^([A-Z_]+)_VERSION=v(\S+)/gm)].map((m) => [m[1]!, m[2]!]),
+);
 
 /**
  * The settings a deployment sets for the API and the worker (lib/platform/config.ts): where the
@@ -44,6 +55,16 @@ const appSettings = [
   'OPENAI_BASE_URL',
   'OPENAI_API_KEY',
   'STORAGE_DIR',
+  'STORAGE_URL',
+  'S3_ENDPOINT',
+  'S3_REGION',
+  'S3_FORCE_PATH_STYLE',
+  'AWS_ACCESS_KEY_ID',
+  'AWS_SECRET_ACCESS_KEY',
+  'WEAVIATE_REPLICATION_FACTOR',
+  'WEAVIATE_WRITE_CONSISTENCY',
+  'WEAVIATE_READ_CONSISTENCY',
+  'TRUST_PROXY',
   'EMBEDDING_MODEL',
   'TRANSCRIPTION_MODEL',
   'SPEECH_MODEL',
@@ -59,6 +80,8 @@ const appSettings = [
   'RERANK_API_KEY',
   'METRICS_API_KEY',
 ];
+
+const weaviateNodes = ['weaviate1', 'weaviate2', 'weaviate3'];
 
 const expectedSearchAttributes = [
   'BudgetBlocked=Bool',
@@ -223,18 +246,23 @@ describe('deployment: docker-compose.temporal.yml and Dockerfile', function () {
 
   describe('completeness', function () {
     it('has every service of the deployment', function () {
-      for (const name of ['postgres', 'temporal', 'temporal-ui', 'temporal-admin-tools', 'weaviate', 'migrate', 'api', 'worker']) {
+      for (const name of ['postgres', 'temporal-schema', 'temporal', 'temporal-ui', 'temporal-admin-tools', ...weaviateNodes, 's3', 'migrate', 'api', 'worker', 'lb']) {
         assert.ok(services[name], `service ${name} is missing`);
       }
     });
 
-    it('pins the image versions of the infrastructure', function () {
+    it('pins the images at the versions the cluster profile builds and runs', function () {
       const image = (name: string) => services[name]?.image ?? '';
       assert.match(image('postgres'), /^postgres:\d+/);
-      assert.match(image('temporal'), /^temporalio\/(server|auto-setup):\d+\.\d+\.\d+$/);
-      assert.match(image('temporal-ui'), /^temporalio\/ui:\d+\.\d+\.\d+$/);
-      assert.match(image('temporal-admin-tools'), /^temporalio\/admin-tools:\d+\.\d+\.\d+/);
-      assert.match(image('weaviate'), /^(cr\.weaviate\.io\/)?semitechnologies\/weaviate:1\.39\.\d+$/);
+      assert.equal(image('temporal'), `temporalio/server:${builtVersions.TEMPORAL_SERVER}`);
+      assert.equal(image('temporal-schema'), `temporalio/admin-tools:${builtVersions.TEMPORAL_SERVER}`);
+      assert.equal(image('temporal-admin-tools'), `temporalio/admin-tools:${builtVersions.TEMPORAL_SERVER}`);
+      assert.equal(image('temporal-ui'), `temporalio/ui:${builtVersions.TEMPORAL_UI}`);
+      for (const node of weaviateNodes) assert.equal(image(node), `semitechnologies/weaviate:${builtVersions.WEAVIATE}`);
+      assert.equal(image('s3'), `versity/versitygw:v${builtVersions.VERSITYGW}`);
+      // The cluster profile's HAProxy is Debian's (scripts/dev-packages.txt).
+      const haproxy = /version (\d+\.\d+\.\d+)/.exec(spawnSync('haproxy', ['-v'], { encoding: 'utf8' }).stdout)?.[1];
+      assert.equal(image('lb'), `haproxy:${haproxy}`);
     });
 
     it('gives the API and the worker every configuration variable, pointing at the compose services', function () {
@@ -245,7 +273,10 @@ describe('deployment: docker-compose.temporal.yml and Dockerfile', function () {
         }
         assert.equal(new URL(env.DATABASE_URL ?? '').hostname, 'postgres', `${name} DATABASE_URL`);
         assert.equal(env.TEMPORAL_ADDRESS, 'temporal:7233', `${name} TEMPORAL_ADDRESS`);
-        assert.equal(new URL(env.WEAVIATE_URL ?? '').hostname, 'weaviate', `${name} WEAVIATE_URL`);
+        assert.equal(new URL(env.WEAVIATE_URL ?? '').host, 'lb:8081', `${name} WEAVIATE_URL`);
+        assert.equal(new URL(env.S3_ENDPOINT ?? '').host, 's3:7070', `${name} S3_ENDPOINT`);
+        assert.match(env.STORAGE_URL ?? '', /^s3:\/\//, `${name} STORAGE_URL`);
+        assert.equal(env.AWS_SECRET_ACCESS_KEY, requiredEnv.S3_SECRET_KEY, `${name} AWS_SECRET_ACCESS_KEY`);
         // Secrets come from the environment, not from the file.
         assert.equal(env.ADMIN_API_KEY, requiredEnv.ADMIN_API_KEY, `${name} ADMIN_API_KEY`);
         assert.equal(new URL(env.DATABASE_URL ?? '').password, requiredEnv.POSTGRES_PASSWORD, `${name} DATABASE_URL password`);
@@ -263,25 +294,60 @@ describe('deployment: docker-compose.temporal.yml and Dockerfile', function () {
       assert.equal(temporalEnv.POSTGRES_SEEDS, 'postgres');
     });
 
-    it('mounts one named storage volume at STORAGE_DIR in the API and the worker', function () {
-      const volumeAt = (name: string) => {
-        const dir = services[name]?.environment?.STORAGE_DIR;
-        return mountsOf(services[name] ?? {}).find((m) => m.target === dir)?.source;
-      };
-      const apiVolume = volumeAt('api');
-      assert.ok(apiVolume, 'api has no volume at STORAGE_DIR');
-      assert.equal(volumeAt('worker'), apiVolume, 'worker must mount the same storage volume');
-      assert.ok(model.volumes && apiVolume in model.volumes, `${apiVolume} is not a named volume`);
+    it('shares no volume between API and worker replicas: files are in the object store, the bucket in its volume', function () {
+      for (const name of ['api', 'worker']) assert.deepEqual(mountsOf(services[name] ?? {}), [], `${name} mounts a volume`);
+      const bucket = /^s3:\/\/([^/]+)/.exec(services.api?.environment?.STORAGE_URL ?? '')?.[1];
+      assert.equal(services.s3?.environment?.S3_BUCKET, bucket, 'the object store makes the bucket STORAGE_URL names');
+      assert.equal(services.s3?.environment?.ROOT_SECRET_ACCESS_KEY, requiredEnv.S3_SECRET_KEY);
+      assert.match(commandText(services.s3 ?? {}), /versitygw --port :7070 .*posix \/data/);
     });
 
-    it('persists PostgreSQL and Weaviate in named volumes', function () {
+    it('persists PostgreSQL, each Weaviate node and the object store in named volumes of their own', function () {
       const named = Object.keys(model.volumes ?? {});
-      const pg = mountsOf(services.postgres ?? {}).find((m) => m.target === '/var/lib/postgresql/data');
-      const wv = mountsOf(services.weaviate ?? {}).find((m) => m.target === services.weaviate?.environment?.PERSISTENCE_DATA_PATH);
-      assert.ok(pg && named.includes(pg.source), 'postgres data is not on a named volume');
-      assert.ok(wv && named.includes(wv.source), 'weaviate data is not on a named volume');
-      assert.equal(services.weaviate?.environment?.DEFAULT_VECTORIZER_MODULE, 'none');
-      assert.ok(services.weaviate?.environment && 'AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED' in services.weaviate.environment);
+      const volumeAt = (name: string, target: string) => mountsOf(services[name] ?? {}).find((m) => m.target === target)?.source;
+      const sources = [volumeAt('postgres', '/var/lib/postgresql/data'), volumeAt('s3', '/data'), ...weaviateNodes.map((n) => volumeAt(n, services[n]?.environment?.PERSISTENCE_DATA_PATH ?? ''))];
+      for (const source of sources) assert.ok(source && named.includes(source), `${source} is not a named volume`);
+      assert.equal(new Set(sources).size, sources.length, 'two services share a volume');
+    });
+
+    it('runs Weaviate as the cluster profile does: 3 nodes of one raft cluster, classes replicated 3 times, QUORUM', function () {
+      const names = weaviateNodes.map((n) => services[n]?.environment?.CLUSTER_HOSTNAME);
+      assert.deepEqual(names, ['node1', 'node2', 'node3']);
+      for (const node of weaviateNodes) {
+        const env = services[node]?.environment ?? {};
+        assert.equal(env.RAFT_JOIN, 'node1,node2,node3', node);
+        assert.equal(env.RAFT_BOOTSTRAP_EXPECT, '3', node);
+        assert.equal(env.ASYNC_INDEXING, 'true', node);
+        assert.equal(env.DEFAULT_VECTORIZER_MODULE, 'none', node);
+        // Every node joins through the other two: any one of them may be the one that is down.
+        assert.deepEqual((env.CLUSTER_JOIN ?? '').split(',').sort(), weaviateNodes.filter((n) => n !== node).map((n) => `${n}:${env.CLUSTER_GOSSIP_BIND_PORT}`));
+      }
+      const app = services.api?.environment ?? {};
+      assert.equal(app.WEAVIATE_REPLICATION_FACTOR, String(weaviateReplicationFactor));
+      assert.equal(app.WEAVIATE_WRITE_CONSISTENCY, 'QUORUM');
+      assert.equal(app.WEAVIATE_READ_CONSISTENCY, 'QUORUM');
+    });
+
+    it('sets up the Temporal server as the cluster profile does: the embedded schemas, the same dynamic config', function () {
+      const schema = commandText(services['temporal-schema'] ?? {});
+      assert.match(schema, /update-schema --schema-name postgresql\/v12\/temporal\b/);
+      assert.match(schema, /update-schema --schema-name postgresql\/v12\/visibility\b/);
+      const written = /cat > \/tmp\/dynamicconfig\/production\.yaml <<'EOF'\n([\s\S]*?)\nEOF/.exec(commandText(services.temporal ?? {}))?.[1] ?? '';
+      assert.deepEqual(parse(written), temporalDynamicConfig());
+    });
+
+    it('balances the API and Weaviate with the load balancer settings of the cluster profile', function () {
+      const section = (config: string, name: string) =>
+        (new RegExp(`^${name}\\n((?:  .*\\n?)*)`, 'm').exec(config)?.[1] ?? '')
+          .split('\n')
+          .map((l) => l.trim())
+          .filter((l) => l && !l.startsWith('#') && !/^(?:server|server-template|bind) /.test(l));
+      const composed = /cat > \/tmp\/haproxy\.cfg <<'EOF'\n([\s\S]*?)\nEOF/.exec(commandText(services.lb ?? {}))?.[1] ?? '';
+      const profile = haproxyConfig({ api: { port: 1, backends: [] }, weaviate: { port: 2, backends: [] }, statsPort: 3, configFile: '', logFile: '' });
+      for (const name of ['defaults', 'backend api', 'backend weaviate']) {
+        assert.ok(section(composed, name).length > 0, `the compose file's HAProxy has no ${name}`);
+        assert.deepEqual(section(composed, name), section(profile, name), name);
+      }
     });
 
     it('registers exactly the custom search attributes the workflows declare in the admin-tools job', function () {
@@ -320,14 +386,14 @@ describe('deployment: docker-compose.temporal.yml and Dockerfile', function () {
         const deps = services[name]?.depends_on ?? {};
         assert.equal(deps.migrate?.condition, 'service_completed_successfully', `${name} -> migrate`);
         assert.equal(deps['temporal-admin-tools']?.condition, 'service_completed_successfully', `${name} -> admin-tools`);
-        assert.equal(deps.weaviate?.condition, 'service_healthy', `${name} -> weaviate`);
+        for (const node of [...weaviateNodes, 's3']) assert.equal(deps[node]?.condition, 'service_healthy', `${name} -> ${node}`);
       }
       assert.equal(services.migrate?.depends_on?.postgres?.condition, 'service_healthy');
       assert.equal(services['temporal-admin-tools']?.depends_on?.temporal?.condition, 'service_healthy');
     });
 
     it('has health checks on the long-running services', function () {
-      for (const name of ['postgres', 'temporal', 'weaviate', 'api', 'worker']) {
+      for (const name of ['postgres', 'temporal', ...weaviateNodes, 's3', 'api', 'worker', 'lb']) {
         const check = services[name]?.healthcheck;
         assert.ok(check && !check.disable && check.test, `${name} has no health check`);
       }
