@@ -110,6 +110,7 @@ export interface ClusterMember {
 }
 
 export interface Cluster {
+  ports: ClusterPorts;
   apiUrl: string;
   weaviateUrl: string;
   weaviateNodeUrls: string[];
@@ -239,6 +240,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     await waitFor('the API through HAProxy', async () => (await fetch(`${apiUrl}/health`)).ok, 30_000);
 
     return {
+      ports: p,
       apiUrl,
       weaviateUrl: env.WEAVIATE_URL!,
       weaviateNodeUrls: p.weaviateNodes.map((n) => `http://127.0.0.1:${n.http}`),

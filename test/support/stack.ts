@@ -39,7 +39,8 @@ async function dropStaleTestDatabases(baseUrl: string): Promise<void> {
   try {
     const { rows } = await client.query<{ datname: string }>("SELECT datname FROM pg_database WHERE datname LIKE 'dwb_test_%'");
     for (const { datname } of rows) {
-      const pid = Number(datname.slice('dwb_test_'.length));
+      // dwb_test_<pid>, and the cluster test's dwb_test_<pid>_cluster and its Temporal databases.
+      const pid = Number(/^dwb_test_(\d+)(?:_|$)/.exec(datname)?.[1]);
       if (!Number.isInteger(pid) || pid === process.pid || processRunning(pid)) continue;
       await client.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
     }
@@ -78,11 +79,21 @@ function stopStaleTestServers(): void {
 
 function isOneOfOurServers(pid: number): boolean {
   try {
-    const executable = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0];
-    return executable === binaries.temporal || executable === binaries.weaviate || executable === binaries.versitygw;
+    const [executable, ...args] = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    if (Object.values(binaries).includes(executable!) || executable === 'haproxy') return true;
+    // The cluster test's API and worker processes.
+    return executable === process.execPath && args.some((a) => a === 'api/server.ts' || a === 'workers/main.ts');
   } catch {
     return false;
   }
+}
+
+/** Servers a test started on its own (the cluster test), stopped by a later run if this one is killed before it can. */
+export function registerTestServers(pids: number[]): void {
+  const file = path.join(testStack().workDir, 'owner.json');
+  const owner = JSON.parse(fs.readFileSync(file, 'utf8')) as { pid: number; servers: number[] };
+  owner.servers.push(...pids);
+  fs.writeFileSync(file, JSON.stringify(owner));
 }
 
 export async function startTestStack(): Promise<TestStack> {
