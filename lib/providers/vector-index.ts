@@ -207,7 +207,11 @@ export class VectorIndex {
 
   /** Creates the class if it is missing. Safe to call from several processes at once. */
   private async createClass(className: string): Promise<void> {
-    if (await this.idempotent(() => this.client.schema.exists(className))) return;
+    if (await this.idempotent(() => this.client.schema.exists(className))) {
+      const existing = await this.idempotent(() => this.client.schema.classGetter().withClassName(className).do());
+      this.replicationFactors.set(className, existing.replicationConfig?.factor ?? 1);
+      return;
+    }
     try {
       const creator = this.client.schema
         .classCreator()
@@ -246,7 +250,20 @@ export class VectorIndex {
   /** Every chunk class that exists (all profiles, and the legacy class). */
   async chunkClasses(): Promise<string[]> {
     const schema = await this.idempotent(() => this.client.schema.getter().do());
-    return (schema.classes ?? []).map((c) => c.class!).filter((c) => c.startsWith(CLASS_PREFIX) || c === LEGACY_CHUNK_CLASS);
+    const classes = (schema.classes ?? []).filter((c) => c.class!.startsWith(CLASS_PREFIX) || c.class === LEGACY_CHUNK_CLASS);
+    for (const c of classes) this.replicationFactors.set(c.class!, c.replicationConfig?.factor ?? 1);
+    return classes.map((c) => c.class!);
+  }
+
+  /** Each class's replication factor as the schema last said (classes made before a change of WEAVIATE_REPLICATION_FACTOR keep theirs). */
+  private replicationFactors = new Map<string, number>();
+
+  /**
+   * A GraphQL read of a class at the read consistency. Weaviate's GraphQL refuses the argument on a
+   * class that is not replicated ("Unknown argument consistencyLevel"), whose one copy is all there is.
+   */
+  private consistentRead<T extends { withConsistencyLevel(level: ConsistencyLevel): T }>(getter: T, className: string): T {
+    return (this.replicationFactors.get(className) ?? this.replication.factor) > 1 ? getter.withConsistencyLevel(this.replication.read) : getter;
   }
 
   /**
@@ -335,10 +352,7 @@ export class VectorIndex {
     const out: number[] = [];
     for (const cls of className ? [className] : await this.chunkClasses()) {
       const res = await this.idempotent(() =>
-        this.client.graphql
-          .get()
-          .withClassName(cls)
-          .withConsistencyLevel(this.replication.read)
+        this.consistentRead(this.client.graphql.get().withClassName(cls), cls)
           .withWhere({ path: ['documentId'], operator: 'Equal', valueText: documentId })
           .withFields('chunkIndex')
           .withLimit(10000)
@@ -383,10 +397,7 @@ export class VectorIndex {
   private async nearVector(className: string, target: 'dense' | 'sparse', filter: IndexFilter, vector: number[], limit: number): Promise<SearchHit[]> {
     await this.ensureClass(className);
     const res = await this.idempotent(() =>
-      this.client.graphql
-        .get()
-        .withClassName(className)
-        .withConsistencyLevel(this.replication.read)
+      this.consistentRead(this.client.graphql.get().withClassName(className), className)
         .withWhere(this.kbWhere(filter))
         .withNearVector({ vector, targetVectors: [target] })
         .withLimit(limit)
@@ -411,10 +422,7 @@ export class VectorIndex {
     if (!analysedQuery.trim()) return [];
     await this.ensureClass(className);
     const res = await this.idempotent(() =>
-      this.client.graphql
-        .get()
-        .withClassName(className)
-        .withConsistencyLevel(this.replication.read)
+      this.consistentRead(this.client.graphql.get().withClassName(className), className)
         .withWhere(this.kbWhere(filter))
         .withBm25({ query: analysedQuery, properties: ['bm25Text'] })
         .withLimit(limit)
@@ -428,10 +436,7 @@ export class VectorIndex {
   async searchNativeHybrid(className: string, filter: IndexFilter, query: string, vector: number[], limit: number, alpha = 0.5): Promise<SearchHit[]> {
     await this.ensureClass(className);
     const res = await this.idempotent(() =>
-      this.client.graphql
-        .get()
-        .withClassName(className)
-        .withConsistencyLevel(this.replication.read)
+      this.consistentRead(this.client.graphql.get().withClassName(className), className)
         .withWhere(this.kbWhere(filter))
         .withHybrid({ query, vector, alpha, targetVectors: ['dense'], properties: ['bm25Text'] })
         .withLimit(limit)
