@@ -37,7 +37,6 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import { LocalSentenceEncoder } from '../lib/providers/embeddings.js';
 import { VectorIndex, chunkClassFor, type ChunkRecord } from '../lib/providers/vector-index.js';
 import { chunkRecord, prepareDocument, type PreparedDocument } from '../lib/retrieval/indexing.js';
@@ -49,6 +48,8 @@ import { systemEnv, testStack } from '../test/support/stack.js';
 import { percentile, startApiProcess, startBenchStack, startWorker, stopTestStack, writeSection, type BenchApi, type RunningWorker } from './audio-system.js';
 import { generateCorpus } from './support/corpus.js';
 import { leanPoster, multipartBody, type FormPart, type LeanResponse } from './support/lean-client.js';
+import { creationRow, ingestThroughApi, machineTicks, measureCreation, newBenchKnowledgeBase, TICKS_PER_SECOND, type CreationResult, type IngestionResult } from './support/creation.js';
+import { processCpuMs } from './support/results.js';
 
 const DOCUMENTS = Number(process.env.BENCH_DOCUMENTS ?? 1000);
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 32);
@@ -77,29 +78,7 @@ const WORKER_CPU_PROFILE_DIR = process.env.BENCH_WORKER_CPU_PROF;
 const SLOW_TRACE = process.env.BENCH_SLOW_TRACE === '1';
 
 const fmt = (n: number, d = 1) => (Number.isFinite(n) ? n.toFixed(d) : 'n/a');
-/** The share of requests slower than the creation goal's 100 ms (p99 < 100 ms is this under 1 %): steadier from run to run than the p99 itself. */
-const overGoal = (latencies: number[]) => `${fmt((100 * latencies.filter((ms) => ms > 100).length) / Math.max(1, latencies.length), 2)} %`;
 const load = () => os.loadavg().map((x) => x.toFixed(2)).join(' / ');
-
-/** The machine's CPU time so far (all cores, from /proc/stat): busy and total, in clock ticks. */
-function machineTicks() {
-  const f = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
-  return { idle: f[3]! + f[4]!, total: f.slice(0, 8).reduce((a, b) => a + b, 0) };
-}
-/** /proc/stat counts in USER_HZ, 100 a second on Linux. */
-const TICKS_PER_SECOND = 100;
-
-/** A process's CPU time so far (ms), from /proc/<pid>/stat (utime + stime); NaN when it cannot be read. */
-function processCpuMs(pid: number | null): number {
-  if (pid === null) return NaN;
-  try {
-    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
-  } catch {
-    return NaN;
-  }
-}
-
 /** The test stack's Temporal dev server (the process serving its address), to tell its share of the machine's CPU. */
 function temporalServerPid(): number | null {
   const port = testStack().temporalAddress.split(':').pop();
@@ -173,34 +152,6 @@ async function idleBusy(): Promise<number> {
   return busy();
 }
 
-interface Partner {
-  name: string;
-  key: string;
-}
-
-async function newKnowledgeBase(api: BenchApi, settings: Record<string, string> = {}): Promise<Partner & { kb: string; kbId: string; folder: string }> {
-  const name = `bench-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
-  const admin = testStack().adminApiKey;
-  const form = new FormData();
-  for (const [k, v] of Object.entries(settings)) form.append(k, v);
-  const p = await fetch(`${api.url}/api/partners/${name}`, { method: 'POST', headers: { 'X-API-Key': admin }, body: form });
-  if (p.status !== 201) throw new Error(`partner: ${p.status} ${await p.text()}`);
-  const key = ((await p.json()) as { api_key: string }).api_key;
-  const kbForm = new FormData();
-  kbForm.append('name', 'kb');
-  const k = await fetch(`${api.url}/api/knowledgebases/${name}`, { method: 'POST', headers: { 'X-API-Key': key }, body: kbForm });
-  if (k.status !== 201) throw new Error(`kb: ${k.status} ${await k.text()}`);
-  const folderForm = new FormData();
-  folderForm.append('name', 'docs');
-  const f = await fetch(`${api.url}/api/folders/${name}/kb`, { method: 'POST', headers: { 'X-API-Key': key }, body: folderForm });
-  if (f.status !== 201) throw new Error(`folder: ${f.status} ${await f.text()}`);
-  const db = new pg.Client({ connectionString: testStack().databaseUrl });
-  await db.connect();
-  const { rows } = await db.query<{ id: string }>('SELECT kb.id FROM knowledge_bases kb JOIN partners p ON p.id = kb."partnerId" WHERE p.name = $1', [name]);
-  await db.end();
-  return { name, key, kb: 'kb', kbId: rows[0]!.id, folder: 'docs' };
-}
-
 /** (a) in one process: extraction, chunking and analysis, the encoder, Weaviate writes. */
 async function inProcess(corpus: Array<{ name: string; text: string }>, threads: number): Promise<{ ms: number; chunks: number; extractMs: number }> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-ingest-'));
@@ -256,142 +207,23 @@ function residentMb(pid: number | undefined): string {
 }
 
 /** (a) through the system: batch uploads of 20, until every document is embedded. */
-async function throughSystem(api: BenchApi, worker: RunningWorker, corpus: Array<{ name: string; text: string }>): Promise<{ ms: number; acceptedMs: number; chunks: number; failed: number }> {
-  const kb = await newKnowledgeBase(api);
-  const db = new pg.Client({ connectionString: testStack().databaseUrl });
-  await db.connect();
-  const started = performance.now();
-  let acceptedMs = 0;
-  const batches: Array<typeof corpus> = [];
-  for (let i = 0; i < corpus.length; i += UPLOAD_BATCH) batches.push(corpus.slice(i, i + UPLOAD_BATCH));
-  let next = 0;
-  const uploading = Promise.all(
-    Array.from({ length: 4 }, async () => {
-      while (next < batches.length) {
-        const batch = batches[next++]!;
-        const fd = new FormData();
-        fd.append('folder', kb.folder);
-        fd.append('use_original_as_rewritten', 'true');
-        for (const d of batch) fd.append('files', new Blob([d.text]), `${d.name}.md`);
-        const res = await fetch(`${api.url}/api/documents/${kb.name}/${kb.kb}/files/batch`, { method: 'POST', headers: { 'X-API-Key': kb.key }, body: fd });
-        const body = (await res.json()) as { summary?: { succeeded: number } };
-        if (res.status !== 200 || body.summary?.succeeded !== batch.length) throw new Error(`upload: ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
-      }
-    }),
-  ).then(() => (acceptedMs = performance.now() - started));
-  let failed: number;
-  let lastProgress = performance.now();
-  for (;;) {
-    const { rows } = await db.query<{ done: number; failed: number }>(
-      `SELECT count(*) FILTER (WHERE "embeddingStatus" = 'success')::int AS done, count(*) FILTER (WHERE "processingError" IS NOT NULL OR "embeddingStatus" = 'failed')::int AS failed FROM documents WHERE "knowledgeBaseId" = $1`,
-      [kb.kbId],
-    );
-    failed = rows[0]!.failed;
-    if (rows[0]!.done + failed >= corpus.length) break;
-    // A worker that dies would leave this loop waiting for ever: say so, with its last words.
-    if (worker.child.exitCode !== null || worker.child.signalCode !== null) {
-      throw new Error(`the worker exited (${worker.child.exitCode ?? worker.child.signalCode}) with ${rows[0]!.done} documents embedded:\n${worker.output.slice(-30).join('\n')}`);
-    }
-    if (performance.now() - lastProgress > 30_000) {
-      lastProgress = performance.now();
-      console.error(`through the system: ${rows[0]!.done} of ${corpus.length} embedded after ${fmt((lastProgress - started) / 1000, 0)} s; worker ${residentMb(worker.child.pid)} MB resident`);
-    }
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  const ms = performance.now() - started;
-  await uploading;
-  const { rows } = await db.query<{ chunks: number }>('SELECT coalesce(sum("embeddingChunkCount"), 0)::int AS chunks FROM documents WHERE "knowledgeBaseId" = $1', [kb.kbId]);
-  const errors = await db.query<{ error: string; n: number }>(
-    `SELECT coalesce("processingError", "embeddingError") AS error, count(*)::int AS n FROM documents WHERE "knowledgeBaseId" = $1 AND ("processingError" IS NOT NULL OR "embeddingStatus" = 'failed') GROUP BY 1`,
-    [kb.kbId],
-  );
-  for (const e of errors.rows) console.error(`failed: ${e.n} x ${e.error}`);
-  await db.end();
-  return { ms, acceptedMs, chunks: rows[0]!.chunks, failed };
+function throughSystem(api: BenchApi, worker: RunningWorker, corpus: Array<{ name: string; text: string }>): Promise<IngestionResult> {
+  return ingestThroughApi({
+    apiUrl: api.url,
+    adminKey: testStack().adminApiKey,
+    databaseUrl: testStack().databaseUrl,
+    corpus,
+    uploadBatch: UPLOAD_BATCH,
+    // A worker that dies would leave the ingestion waiting for ever: say so, with its last words.
+    alive: () => (worker.child.exitCode !== null || worker.child.signalCode !== null ? `the worker exited (${worker.child.exitCode ?? worker.child.signalCode}):\n${worker.output.slice(-30).join('\n')}` : null),
+    progress: (line) => console.error(`through the system: ${line}; worker ${residentMb(worker.child.pid)} MB resident`),
+  });
 }
 
-interface CreationResult {
-  label: string;
-  documents: number;
-  requests: number;
-  seconds: number;
-  latencies: number[];
-  failures: number;
-  /** CPU time of the API process per document created (/proc). */
-  apiCpuMsPerDocument: number;
-  /** CPU time of the Temporal dev server per document (its workflow starts). */
-  temporalCpuMsPerDocument: number;
-  /** CPU time of this benchmark's own process (the clients) per document. */
-  clientCpuMsPerDocument: number;
-  /** CPU time of the whole machine per document (every process: the API, PostgreSQL, Temporal, the client, and anything else running). */
-  machineCpuMsPerDocument: number;
-}
-
-/**
- * (b) `CLIENTS` clients sending `request` for CREATE_SECONDS after a warm-up second: back to back
- * (the most the system accepts; a closed loop, so a request's time is the clients' queue too), or,
- * with `documentsPerSecond`, each at its turn of a fixed schedule that offers that many documents a
- * second in all (the time a request takes at that rate). A paced request's time counts from its
- * turn, not from when it was sent, so a client held up by a slow answer does not hide the delay.
- */
-async function creation(api: BenchApi, label: string, docsPerRequest: number, request: () => Promise<LeanResponse>, documentsPerSecond?: number): Promise<CreationResult> {
-  const latencies: number[] = [];
-  /** Each measured request's turn (performance.now()) and time, for BENCH_SLOW_TRACE. */
-  const turns: Array<[number, number]> = [];
-  let failures = 0;
-  let firstFailure = '';
-  /** The API's and the machine's CPU time when the warm-up ended. */
-  const atWarm: { api?: number; machine?: ReturnType<typeof machineTicks>; temporal?: number; client?: NodeJS.CpuUsage } = {};
-  const temporalPid = temporalServerPid();
-  const startedAt = performance.now();
-  const warmUntil = startedAt + 1000;
-  const endAt = warmUntil + CREATE_SECONDS * 1000;
-  const requestInterval = documentsPerSecond ? (1000 * docsPerRequest) / documentsPerSecond : 0;
-  await Promise.all(
-    Array.from({ length: CLIENTS }, async (_, client) => {
-      for (let k = 0; ; k++) {
-        let t = performance.now();
-        if (requestInterval) {
-          const turn = startedAt + (k * CLIENTS + client) * requestInterval;
-          if (turn > t) await new Promise((resolve) => setTimeout(resolve, turn - t));
-          t = turn;
-        }
-        if (t >= endAt) break;
-        if (t >= warmUntil) {
-          atWarm.api ??= processCpuMs(api.pid);
-          atWarm.machine ??= machineTicks();
-          atWarm.temporal ??= processCpuMs(temporalPid);
-          atWarm.client ??= process.cpuUsage();
-        }
-        const res = await request();
-        const ms = performance.now() - t;
-        if (t >= warmUntil) {
-          if (res.status === 200 || res.status === 201) {
-            latencies.push(ms);
-            if (SLOW_TRACE) turns.push([t, ms]);
-          } else {
-            failures++;
-            firstFailure ||= `${res.status} ${res.body.toString('utf8').slice(0, 300)}`;
-          }
-        }
-      }
-    }),
-  );
-  const machineEnd = machineTicks();
-  const clientCpu = process.cpuUsage(atWarm.client);
-  const temporalMs = processCpuMs(temporalPid) - (atWarm.temporal ?? NaN);
-  const apiMs = processCpuMs(api.pid) - (atWarm.api ?? NaN);
-  const busyTicks = atWarm.machine ? machineEnd.total - machineEnd.idle - (atWarm.machine.total - atWarm.machine.idle) : NaN;
-  const machineBusyMs = (busyTicks * 1000) / TICKS_PER_SECOND;
-  if (firstFailure) console.error(`${label}: ${failures} failed, the first: ${firstFailure}`);
-  if (SLOW_TRACE) {
-    const slowest = [...turns].sort((a, b) => b[1] - a[1]).slice(0, Math.ceil(turns.length / 100));
-    const at = (turn: number) => ((performance.timeOrigin + turn) / 1000).toFixed(3);
-    console.error(`${label}: row from ${at(warmUntil)}; slowest 1 % (s into row: ms) ${slowest.sort((a, b) => a[0] - b[0]).map(([turn, ms]) => `${((turn - warmUntil) / 1000).toFixed(2)}:${ms.toFixed(0)}`).join(' ')}`);
-  }
-  const seconds = CREATE_SECONDS;
-  const documents = latencies.length * docsPerRequest;
-  return { label, documents, requests: latencies.length, seconds, latencies, failures, apiCpuMsPerDocument: apiMs / documents, clientCpuMsPerDocument: (clientCpu.user + clientCpu.system) / 1000 / documents, temporalCpuMsPerDocument: temporalMs / documents, machineCpuMsPerDocument: machineBusyMs / documents };
+/** (b) `CLIENTS` clients creating documents for CREATE_SECONDS (bench/support/creation.ts), with the API's and the Temporal dev server's CPU. */
+function creation(api: BenchApi, label: string, docsPerRequest: number, request: () => Promise<LeanResponse>, documentsPerSecond?: number): Promise<CreationResult> {
+  const temporal = temporalServerPid();
+  return measureCreation({ label, clients: CLIENTS, seconds: CREATE_SECONDS, docsPerRequest, request, documentsPerSecond, cpu: { API: [api.pid], 'Temporal server': temporal === null ? [] : [temporal] }, slowTrace: SLOW_TRACE });
 }
 
 /**
@@ -432,7 +264,7 @@ const paced = `, paced at ${PACED_RATE} documents/s`;
 
 /** (b) Document creation by CLIENTS concurrent clients, no worker running: the table's rows. */
 async function creationRuns(api: BenchApi): Promise<string[]> {
-  const kbB = await newKnowledgeBase(api);
+  const kbB = await newBenchKnowledgeBase(api.url, testStack().adminApiKey, testStack().databaseUrl);
   const file = 'A short note of about two hundred characters, created to measure how fast the service accepts new documents and starts their workflows. It is plain text.\n';
   const client = leanPoster(CLIENTS);
   const documentsUrl = `${api.url}/api/documents/${kbB.name}/${kbB.kb}`;
@@ -485,19 +317,18 @@ async function creationRuns(api: BenchApi): Promise<string[]> {
   const urlMs = performance.now() - urlStarted;
   client.close();
 
-  const creationRow = (r: CreationResult) =>
-    `| ${r.label} | ${r.requests} | ${r.documents} | ${fmt(r.documents / r.seconds, 0)} | ${fmt(percentile(r.latencies, 50))} | ${fmt(percentile(r.latencies, 99))} | ${overGoal(r.latencies)} | ${fmt(r.apiCpuMsPerDocument, 2)} | ${fmt(r.temporalCpuMsPerDocument, 2)} | ${fmt(r.clientCpuMsPerDocument, 2)} | ${fmt(r.machineCpuMsPerDocument, 2)} | ${r.failures} |`;
+  const row = (r: CreationResult) => creationRow(r, ['API', 'Temporal server']);
   return [
     '| Request | Requests | Documents | Documents/s | p50 (ms) | p99 (ms) | Over 100 ms | API CPU per document (ms) | Temporal server CPU per document (ms) | Clients (this process) CPU per document (ms) | Machine CPU per document (ms) | Failed |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
-    creationRow(single),
-    creationRow(singlePaced),
-    creationRow(singleUrl),
-    creationRow(singleUrlPaced),
-    creationRow(empty),
-    creationRow(batched),
-    creationRow(batchedPaced),
-    creationRow(startsAlone),
+    row(single),
+    row(singlePaced),
+    row(singleUrl),
+    row(singleUrlPaced),
+    row(empty),
+    row(batched),
+    row(batchedPaced),
+    row(startsAlone),
     `| batch URL import, one request of 1,000 URLs | 1 | ${urlBody.summary.succeeded} | ${fmt(urlBody.summary.succeeded / (urlMs / 1000), 0)} | ${fmt(urlMs)} (the request) | | | | | | | ${1000 - urlBody.summary.succeeded} |`,
   ];
 }
@@ -555,7 +386,7 @@ async function main() {
     const loadAfterB = load();
 
     // (c) listings at LISTED documents: created by batch URL imports (their workflows wait: no worker).
-    const kbC = await newKnowledgeBase(api);
+    const kbC = await newBenchKnowledgeBase(api.url, testStack().adminApiKey, testStack().databaseUrl);
     for (let i = 0; i < LISTED; i += 1000) {
       const res = await fetch(`${api.url}/api/documents/${kbC.name}/${kbC.kb}/batch`, {
         method: 'POST',
