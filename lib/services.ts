@@ -96,16 +96,20 @@ async function timed(check: () => Promise<unknown>, timeoutMs = 3000): Promise<C
   }
 }
 
+type HealthDeps = { db: Db; temporal: Client; index: VectorIndex; storage: FileStorage };
+
 /** One round trip to each dependency the service cannot work without. */
-export async function checkDependencies(deps: { db: Db; temporal: Client; index: VectorIndex }) {
-  const [postgres, temporal, weaviate] = await Promise.all([
+export async function checkDependencies(deps: HealthDeps) {
+  const [postgres, temporal, weaviate, storage] = await Promise.all([
     timed(() => deps.db.$queryRaw`SELECT 1`),
     timed(() => deps.temporal.connection.workflowService.getSystemInfo({})),
     timed(async () => {
       if (!(await deps.index.ready())) throw new Error('Weaviate is not ready');
     }),
+    // A key that is never written: the object store (or directory) answers "not there", or fails.
+    timed(() => deps.storage.exists('.health-probe')),
   ]);
-  return { postgres, temporal, weaviate };
+  return { postgres, temporal, weaviate, storage };
 }
 
 type DependencyChecks = Awaited<ReturnType<typeof checkDependencies>>;
@@ -121,7 +125,7 @@ const ANONYMOUS_READING_MS = 1000;
  * the endpoint cannot be used to hammer Postgres, Temporal and Weaviate. The administrator key gets
  * a fresh reading with `latency_ms` and the error (secrets removed).
  */
-export async function deepHealth(deps: { db: Db; temporal: Client; index: VectorIndex }, administrator: boolean) {
+export async function deepHealth(deps: HealthDeps, administrator: boolean) {
   let checks: DependencyChecks;
   if (administrator) checks = await checkDependencies(deps);
   else {

@@ -55,7 +55,7 @@ export function messagingRoutes(deps: ApiDeps): RouteDefinition[] {
       handler: async () => ({ body: { status: 'ok', uptime_seconds: Math.round((Date.now() - startedAt) / 1000), version: serviceVersion } }),
     }),
     defineRoute({
-      method: 'get', path: '/health/deep', access: 'none', summary: 'Postgres, Temporal and Weaviate reachable',
+      method: 'get', path: '/health/deep', access: 'none', summary: 'Postgres, Temporal, Weaviate and the file storage reachable',
       description: '200 `{status: "ok", checks: {postgres, temporal, weaviate}}` when every check passes; 503 with the same body and `status: "degraded"` otherwise. Each check is `{ok}`; with the administrator key (X-API-Key or Bearer) `{ok, latency_ms, error?}`.',
       responses: { 200: { description: 'All dependencies reachable' }, 503: { description: 'At least one dependency unreachable' } },
       handler: async ({ req }) => deepHealth(deps, presentsAdministratorKey(req, deps.config.adminApiKey)),

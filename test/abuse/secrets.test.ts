@@ -130,7 +130,7 @@ describe('secrets stay out of logs', function () {
 
     it('/health/deep tells an anonymous caller only ok / not ok per dependency', async () => {
       const anonymous = await client(api.url)('GET', '/health/deep');
-      assert.deepEqual(anonymous.body, { status: 'ok', checks: { postgres: { ok: true }, temporal: { ok: true }, weaviate: { ok: true } } });
+      assert.deepEqual(anonymous.body, { status: 'ok', checks: { postgres: { ok: true }, temporal: { ok: true }, weaviate: { ok: true }, storage: { ok: true } } });
       const admin = await client(api.url)('GET', '/health/deep', { key: adminKey });
       assert.equal(typeof admin.body.checks.postgres.latency_ms, 'number');
     });

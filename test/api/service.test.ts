@@ -39,11 +39,11 @@ describe('service endpoints: health and the OpenAPI document', () => {
     assert.equal(v3.body.detail.code, 'not_found');
   });
 
-  it('GET /health/deep reports Postgres, Temporal and Weaviate reachable', async () => {
+  it('GET /health/deep reports Postgres, Temporal, Weaviate and the file storage reachable', async () => {
     const r = await http('GET', '/health/deep');
     assert.equal(r.status, 200, JSON.stringify(r.body));
     assert.equal(r.body.status, 'ok');
-    for (const dep of ['postgres', 'temporal', 'weaviate']) assert.equal(r.body.checks[dep].ok, true, dep);
+    for (const dep of ['postgres', 'temporal', 'weaviate', 'storage']) assert.equal(r.body.checks[dep].ok, true, dep);
   });
 
   it('GET /health/deep answers 503 naming the dependency that is down (only ok / not ok without the administrator key)', async () => {
@@ -52,7 +52,7 @@ describe('service endpoints: health and the OpenAPI document', () => {
       const r = await client(broken.url)('GET', '/health/deep');
       assert.equal(r.status, 503);
       assert.equal(r.body.status, 'degraded');
-      assert.deepEqual(r.body.checks, { postgres: { ok: true }, temporal: { ok: true }, weaviate: { ok: false } });
+      assert.deepEqual(r.body.checks, { postgres: { ok: true }, temporal: { ok: true }, weaviate: { ok: false }, storage: { ok: true } });
       const admin = await client(broken.url)('GET', '/health/deep', { key: testStack().adminApiKey });
       assert.equal(admin.status, 503);
       assert.equal(admin.body.checks.weaviate.ok, false);

@@ -88,6 +88,11 @@ describe('an object store outage while work is in flight', function () {
     assert.equal(waiting.status, 'running', 'waiting, not failed');
     assert.equal((await read(f, id)).processing_error, null, 'the document shows no error');
 
+    // A monitor sees which dependency is down.
+    const health = await call('GET', '/health/deep');
+    assert.equal(health.status, 503);
+    assert.deepEqual(health.body.checks, { postgres: { ok: true }, temporal: { ok: true }, weaviate: { ok: true }, storage: { ok: false } });
+
     // Meanwhile every upload answers 503 in its interface's shape and creates nothing.
     const documentsBefore = await documentCount(f);
     const upload = await call('POST', `/api/documents/${f.partner.name}/${f.kb}`, { key: f.partner.key, form: { type: 'file', folder: f.folder, file: { name: 'kept.txt', content: 'Not one byte of this may stay.' } } });
