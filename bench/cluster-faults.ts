@@ -98,16 +98,16 @@ const form = (fields: Record<string, string | { name: string; content: Buffer }>
   return fd;
 };
 
-/** The longest time between two answered requests (and from the first to the window's edges), in seconds. */
-function longestGap(outcomes: Outcome[], from: number, to: number): number {
+/** The longest time without an answered request within the window (its edges included), and when it began; seconds from `from`. */
+function longestGap(outcomes: Outcome[], from: number, to: number): string {
   const ok = outcomes.filter((o) => o.status === 200 || o.status === 201).map((o) => o.at + o.ms).sort((a, b) => a - b);
-  let gap = 0;
+  let gap = { ms: 0, at: from };
   let last = from;
-  for (const t of ok) {
-    gap = Math.max(gap, t - last);
+  for (const t of [...ok, to]) {
+    if (t - last > gap.ms) gap = { ms: t - last, at: last };
     last = t;
   }
-  return Math.max(gap, to - last) / 1000;
+  return `${fmt(gap.ms / 1000)} s (from ${fmt((gap.at - from) / 1000)} s)`;
 }
 
 function failuresByStatus(outcomes: Outcome[]): string {
@@ -394,8 +394,8 @@ async function run(cluster: Cluster): Promise<{ text: string; problems: string[]
     '',
     '| Client | Requests | Answered | p50 / p99 (ms) | Longest gap between answers | Failed, by status |',
     '|---|---:|---:|---:|---:|---|',
-    `| Searches (POST /api/rag-test/search, one after another) | ${searches.length} | ${searchMs.length} | ${fmt(percentile(searchMs, 50), 0)} / ${fmt(percentile(searchMs, 99), 0)} | ${fmt(longestGap(searches, ...window))} s | ${failuresByStatus(searches)} |`,
-    `| Document creations (single uploads, a failed one sent again) | ${creations.length} | ${createMs.length} | ${fmt(percentile(createMs, 50), 0)} / ${fmt(percentile(createMs, 99), 0)} | ${fmt(longestGap(creations, ...window))} s | ${failuresByStatus(creations)} |`,
+    `| Searches (POST /api/rag-test/search, one after another) | ${searches.length} | ${searchMs.length} | ${fmt(percentile(searchMs, 50), 0)} / ${fmt(percentile(searchMs, 99), 0)} | ${longestGap(searches, ...window)} | ${failuresByStatus(searches)} |`,
+    `| Document creations (single uploads, a failed one sent again) | ${creations.length} | ${createMs.length} | ${fmt(percentile(createMs, 50), 0)} / ${fmt(percentile(createMs, 99), 0)} | ${longestGap(creations, ...window)} | ${failuresByStatus(creations)} |`,
     '',
     problems.length ? `**${problems.length} problems:**\n\n${problems.slice(0, 30).map((p) => `- ${p}`).join('\n')}` : 'No problem found.',
   ];

@@ -60,8 +60,11 @@ function pidOf(match: (args: string[]) => boolean): number[] {
   return pids;
 }
 
+/** PostgreSQL's processes (its backends serve the API, Temporal and the benchmark alike). */
+const postgresPids = () => pidOf((args) => args[0]!.startsWith('postgres'));
+
 /** Single uploads by CLIENTS clients, back to back and paced. */
-async function creationRows(apiUrl: string, adminKey: string, databaseUrl: string, cpu: Record<string, number[]>): Promise<CreationResult[]> {
+async function creationRows(apiUrl: string, adminKey: string, databaseUrl: string, cpu: Record<string, number[] | (() => number[])>): Promise<CreationResult[]> {
   const kb = await newBenchKnowledgeBase(apiUrl, adminKey, databaseUrl);
   const client = leanPoster(CLIENTS);
   const note = 'A short note of about two hundred characters, created to measure how fast the service accepts new documents and starts their workflows. It is plain text.\n';
@@ -88,8 +91,8 @@ async function creationRows(apiUrl: string, adminKey: string, databaseUrl: strin
 async function singleMachine(corpus: Array<{ name: string; text: string }>): Promise<ProfileResult> {
   say('single machine: starting the Temporal dev server, Weaviate and PostgreSQL');
   await startBenchStack();
-  // Files in a local directory, as `scripts/start` keeps them.
-  const env = { ...unlimited, STORAGE_URL: '', S3_ENDPOINT: '', AWS_ACCESS_KEY_ID: '', AWS_SECRET_ACCESS_KEY: '' };
+  // Files in a local directory that the API and the worker share, as `scripts/start` keeps them.
+  const env = { ...unlimited, STORAGE_URL: '', S3_ENDPOINT: '', AWS_ACCESS_KEY_ID: '', AWS_SECRET_ACCESS_KEY: '', STORAGE_DIR: path.join(testStack().workDir, 'storage') };
   const api = await startApiProcess(env);
   let worker: RunningWorker | null = null;
   try {
@@ -110,7 +113,7 @@ async function singleMachine(corpus: Array<{ name: string; text: string }>): Pro
     await worker.kill();
     worker = null;
     say('single machine: creation');
-    const creation = await creationRows(api.url, testStack().adminApiKey, testStack().databaseUrl, { API: [api.pid], 'Temporal server': temporal });
+    const creation = await creationRows(api.url, testStack().adminApiKey, testStack().databaseUrl, { API: [api.pid], 'Temporal server': temporal, PostgreSQL: postgresPids });
     return { name: 'single machine (Temporal dev server, 1 Weaviate, local files, 1 API, 1 worker)', creation, ingestion, cpuColumns: ['API', 'Temporal server'] };
   } finally {
     await worker?.kill();
@@ -152,7 +155,7 @@ async function clusterProfile(corpus: Array<{ name: string; text: string }>): Pr
     // Creation alone: the workers stop meanwhile.
     for (const w of ['worker1', 'worker2']) await c.member(w).process.stop();
     say('cluster: creation');
-    const creation = await creationRows(c.apiUrl, adminKey, databaseUrl, { API: pids('api1', 'api2'), 'Temporal server': pids('temporal-server'), HAProxy: pids('haproxy') });
+    const creation = await creationRows(c.apiUrl, adminKey, databaseUrl, { API: pids('api1', 'api2'), 'Temporal server': pids('temporal-server'), PostgreSQL: postgresPids, 'Object store': pids('s3'), HAProxy: pids('haproxy') });
     return { name: 'cluster (Temporal server on PostgreSQL, 3 Weaviate nodes ×3 replicas, S3, 2 APIs behind HAProxy, 2 workers)', creation, ingestion, cpuColumns: ['API', 'Temporal server', 'HAProxy'] };
   } finally {
     await cluster?.stop();
@@ -168,7 +171,7 @@ async function main() {
   const single = await singleMachine(corpus);
   const cluster = await clusterProfile(corpus);
   const after = await readLoad();
-  const cpuColumns = ['API', 'Temporal server', 'HAProxy'];
+  const cpuColumns = ['API', 'Temporal server', 'PostgreSQL', 'Object store', 'HAProxy'];
   const lines = [
     '# The cluster profile beside the single machine (`npm run bench:cluster`)',
     '',

@@ -72,8 +72,11 @@ export interface CreationOptions {
   request: () => Promise<LeanResponse>;
   /** Paced: the clients offer this many documents a second in all, on a fixed schedule. */
   documentsPerSecond?: number;
-  /** The processes whose CPU time is reported, by name. */
-  cpu: Record<string, number[]>;
+  /**
+   * The processes whose CPU time is reported, by name; a function is asked again at the row's end,
+   * and a process that appeared meanwhile (a new PostgreSQL backend) counts all of its time.
+   */
+  cpu: Record<string, number[] | (() => number[])>;
   /** After the row, the wall-clock time of its slowest 1 % of requests' turns, on stderr. */
   slowTrace?: boolean;
 }
@@ -91,7 +94,8 @@ export async function measureCreation(o: CreationOptions): Promise<CreationResul
   const turns: Array<[number, number]> = [];
   let failures = 0;
   let firstFailure = '';
-  const pids = Object.values(o.cpu).flat();
+  const groupPids = (group: number[] | (() => number[])) => (typeof group === 'function' ? group() : group);
+  let groups: Record<string, number[]> = {};
   const atWarm: { cpu?: Map<number, number>; machine?: ReturnType<typeof machineTicks>; client?: NodeJS.CpuUsage } = {};
   const startedAt = performance.now();
   const warmUntil = startedAt + 1000;
@@ -108,7 +112,10 @@ export async function measureCreation(o: CreationOptions): Promise<CreationResul
         }
         if (t >= endAt) break;
         if (t >= warmUntil) {
-          atWarm.cpu ??= cpuOf(pids);
+          if (!atWarm.cpu) {
+            groups = Object.fromEntries(Object.entries(o.cpu).map(([name, group]) => [name, groupPids(group)]));
+            atWarm.cpu = cpuOf(Object.values(groups).flat());
+          }
           atWarm.machine ??= machineTicks();
           atWarm.client ??= process.cpuUsage();
         }
@@ -128,7 +135,8 @@ export async function measureCreation(o: CreationOptions): Promise<CreationResul
   );
   const machineEnd = machineTicks();
   const clientCpu = process.cpuUsage(atWarm.client);
-  const cpuEnd = cpuOf(pids);
+  for (const [name, group] of Object.entries(o.cpu)) groups[name] = [...new Set([...(groups[name] ?? []), ...groupPids(group)])];
+  const cpuEnd = cpuOf(Object.values(groups).flat());
   const busyTicks = atWarm.machine ? machineEnd.total - machineEnd.idle - (atWarm.machine.total - atWarm.machine.idle) : NaN;
   if (firstFailure) console.error(`${o.label}: ${failures} failed, the first: ${firstFailure}`);
   if (o.slowTrace) {
@@ -137,7 +145,8 @@ export async function measureCreation(o: CreationOptions): Promise<CreationResul
     console.error(`${o.label}: row from ${at(warmUntil)}; slowest 1 % (s into row: ms) ${slowest.sort((a, b) => a[0] - b[0]).map(([turn, ms]) => `${((turn - warmUntil) / 1000).toFixed(2)}:${ms.toFixed(0)}`).join(' ')}`);
   }
   const documents = latencies.length * o.docsPerRequest;
-  const spentBy = (group: number[]) => cpuSpent(new Map(group.map((p) => [p, atWarm.cpu?.get(p) ?? NaN])), new Map(group.map((p) => [p, cpuEnd.get(p) ?? NaN])));
+  // A process not there at the warm-up counts from zero.
+  const spentBy = (group: number[]) => cpuSpent(new Map(group.map((p) => [p, atWarm.cpu?.get(p) ?? 0])), new Map(group.map((p) => [p, cpuEnd.get(p) ?? NaN])));
   return {
     label: o.label,
     documents,
@@ -145,7 +154,7 @@ export async function measureCreation(o: CreationOptions): Promise<CreationResul
     seconds: o.seconds,
     latencies,
     failures,
-    cpuMsPerDocument: Object.fromEntries(Object.entries(o.cpu).map(([name, group]) => [name, spentBy(group) / documents])),
+    cpuMsPerDocument: Object.fromEntries(Object.keys(o.cpu).map((name) => [name, spentBy(groups[name] ?? []) / documents])),
     clientCpuMsPerDocument: (clientCpu.user + clientCpu.system) / 1000 / documents,
     machineCpuMsPerDocument: (busyTicks * 1000) / TICKS_PER_SECOND / documents,
   };
