@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { canListen, ensureDatabase, freePort, freePortPair, freeTcpUdpPort, manage, migrate, startObjectStore, startWeaviate, waitFor, type ManagedProcess, type WeaviatePorts } from './stack.js';
+import { canListen, ensureDatabase, manage, migrate, startObjectStore, startWeaviate, waitFor, type ManagedProcess, type WeaviatePorts } from './stack.js';
 import { setUpTemporalSchema, startTemporalServer, startTemporalUi, type TemporalServerOptions } from './temporal-server.js';
 import { startLoadBalancer } from './load-balancer.js';
 
@@ -46,39 +46,46 @@ export function defaultClusterPorts(apiPort = 3000): ClusterPorts {
 }
 
 /**
- * A free port below 32768: the Temporal server keeps its services' membership ports in a PostgreSQL
- * smallint column, which the ports the kernel hands out (32768 and up) overflow.
+ * Free ports for a cluster beside anything else on the machine (the fault run, the benchmarks, the
+ * cluster test), picked below the kernel's range for outgoing connections (32768 and up): a port
+ * picked there may be taken as the local end of a connection between the pick and the bind, and a
+ * cluster opens hundreds before its load balancer and APIs bind theirs. (The Temporal server also
+ * keeps its membership ports in a PostgreSQL smallint column, which such ports overflow.)
  */
-async function freeMembershipPort(): Promise<number> {
-  for (;;) {
-    const port = 20000 + Math.floor(Math.random() * 12768);
-    if (await canListen(port)) return port;
-  }
-}
-
-/** Free ports for a cluster beside anything else on the machine (the fault test, the benchmarks). */
 export async function freeClusterPorts(): Promise<ClusterPorts> {
+  const taken = new Set<number>();
+  const pick = async (o: { udp?: boolean; pair?: boolean } = {}): Promise<number> => {
+    for (;;) {
+      const port = 20000 + Math.floor(Math.random() * 12760);
+      const ports = o.pair ? [port, port + 1] : [port];
+      if (ports.some((q) => taken.has(q))) continue;
+      if (!(await Promise.all(ports.map((q) => canListen(q)))).every(Boolean)) continue;
+      if (o.udp && !(await canListen(port, 'udp'))) continue;
+      for (const q of ports) taken.add(q);
+      return port;
+    }
+  };
   const weaviateNodes: WeaviatePorts[] = [];
-  for (let i = 0; i < 3; i++) weaviateNodes.push({ http: await freePort(), grpc: await freePort(), gossip: await freeTcpUdpPort(), data: await freePort(), raft: await freePortPair() });
+  for (let i = 0; i < 3; i++) weaviateNodes.push({ http: await pick(), grpc: await pick(), gossip: await pick({ udp: true }), data: await pick(), raft: await pick({ pair: true }) });
   return {
-    api: await freePort(),
-    apiReplicas: [await freePort(), await freePort()],
-    temporal: await freePort(),
+    api: await pick(),
+    apiReplicas: [await pick(), await pick()],
+    temporal: await pick(),
     temporalInternal: {
-      history: await freePort(),
-      matching: await freePort(),
-      worker: await freePort(),
-      frontendMembership: await freeMembershipPort(),
-      historyMembership: await freeMembershipPort(),
-      matchingMembership: await freeMembershipPort(),
-      workerMembership: await freeMembershipPort(),
-      http: await freePort(),
+      history: await pick(),
+      matching: await pick(),
+      worker: await pick(),
+      frontendMembership: await pick(),
+      historyMembership: await pick(),
+      matchingMembership: await pick(),
+      workerMembership: await pick(),
+      http: await pick(),
     },
-    temporalUi: await freePort(),
+    temporalUi: await pick(),
     temporalMetrics: null,
-    weaviate: await freePort(),
+    weaviate: await pick(),
     weaviateNodes,
-    s3: await freePort(),
+    s3: await pick(),
     haproxyStats: null,
   };
 }

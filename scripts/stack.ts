@@ -65,7 +65,7 @@ export async function canListen(port: number, protocol: 'tcp' | 'udp' = 'tcp'): 
 }
 
 /** A free port whose UDP twin is free too (gossip listens on both). */
-export async function freeTcpUdpPort(): Promise<number> {
+async function freeTcpUdpPort(): Promise<number> {
   for (;;) {
     const port = await freePort();
     if (await canListen(port, 'udp')) return port;
