@@ -12,12 +12,18 @@ import type { Character } from './service-metadata.js';
  */
 const PREVIEW_CHARS = 200;
 
+/**
+ * One source of a `file_search_call`. Its `attributes` follow OpenAI's `VectorStoreFileAttributes`
+ * (a map of string, number or boolean values; clients that validate answers, such as the Vercel
+ * AI SDK, refuse anything else): `retrievers` is the streams that found the chunk, best rank first,
+ * comma-separated ("dense,bm25").
+ */
 export interface KnowledgeSource {
   file_id: string;
   filename: string;
   score: number;
   text: string;
-  attributes: { chunk_index: number; retrievers: string[] };
+  attributes: { chunk_index: number; retrievers: string };
 }
 
 /** What one knowledge search gives a generation: the visible sources and the instruction text. */
@@ -26,6 +32,15 @@ export interface KnowledgeContext {
   sources: KnowledgeSource[];
   /** The full chunk texts, for the instructions only. */
   context: string | null;
+}
+
+/** The names of the streams that found a chunk, best rank first (ties in stream order), comma-separated. */
+function retrieverNames(ranks: Partial<Record<string, number>> | undefined): string {
+  return Object.entries(ranks ?? {})
+    .filter((e): e is [string, number] => typeof e[1] === 'number')
+    .sort((a, b) => a[1] - b[1])
+    .map(([name]) => name)
+    .join(',');
 }
 
 /** Whitespace trimmed and collapsed, then cut to 200 characters (code points, never a half pair). */
@@ -50,7 +65,7 @@ export async function retrieveKnowledge(
     filename: h.document_name,
     score: h.score,
     text: preview(h.text),
-    attributes: { chunk_index: h.chunk_index, retrievers: Object.keys(h.retrievers ?? {}) },
+    attributes: { chunk_index: h.chunk_index, retrievers: retrieverNames(h.retrievers) },
   }));
   const context = hits.length
     ? [

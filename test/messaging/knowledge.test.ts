@@ -92,8 +92,10 @@ describe('messaging v3: knowledge context and visibility items', function () {
     assert.equal(top.filename, 'lighthouse.md');
     assert.equal(typeof top.score, 'number');
     assert.equal(typeof top.attributes.chunk_index, 'number');
-    assert.ok(Array.isArray(top.attributes.retrievers));
+    // OpenAI's attributes map takes strings, numbers and booleans only: the streams as one string.
+    assert.match(top.attributes.retrievers, /^(dense|sparse|bm25)(,(dense|sparse|bm25))*$/);
     for (const r of fileSearch.results) {
+      assert.ok(Object.values(r.attributes).every((v) => ['string', 'number', 'boolean'].includes(typeof v)), JSON.stringify(r.attributes));
       assert.ok([...r.text].length <= 200, `preview of ${[...r.text].length} characters`);
       assert.equal(r.text, r.text.trim());
       assert.doesNotMatch(r.text, /\s{2,}|\n/, 'whitespace collapsed');
