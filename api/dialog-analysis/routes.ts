@@ -1,4 +1,5 @@
 import { defineRoute, type RouteDefinition } from '../http/route.js';
+import { clientAddress } from '../http/rate-limits.js';
 import type { ApiDeps } from '../deps.js';
 import type { Principal } from '../../lib/platform/api-keys.js';
 import { createDialogAnalysis, readDialogAnalysis } from '../../lib/dialog-analysis/analyses.js';
@@ -19,7 +20,7 @@ export function dialogAnalysisRoutes(deps: ApiDeps): RouteDefinition[] {
         'non-conforming answers are retried with the errors (DIALOG_ANALYSIS_MAX_ATTEMPTS), then the analysis is `failed`.',
       body: { type: 'json', schema: dialogAnalysisBody },
       responses: { 200: { description: 'Accepted', schema: dialogAnalysisView }, ...dialogAnalysisErrors, 503: { description: 'The workflow service is unavailable; nothing was kept' } },
-      handler: async ({ body, principal }) => ({ body: await createDialogAnalysis(deps, sandbox, principal as Principal, body.input) }),
+      handler: async ({ body, principal, req }) => ({ body: await createDialogAnalysis(deps, sandbox, principal as Principal, body.input, clientAddress(req)) }),
     }),
     readRoute('/v2/dialog_analyses/{id}', 'Read a dialog analysis'),
     readRoute('/v2/dialog_analyses//v2/dialog_analyses/{id}', 'Read a dialog analysis (the id as returned, appended to the path)'),

@@ -3,24 +3,25 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { AbuseLimits, RateLimitedInterface } from '../../lib/platform/config.js';
 import type { Principal } from '../../lib/platform/api-keys.js';
 import { AppError } from '../../lib/platform/errors.js';
-import type { RequestRateLimiter } from '../../lib/platform/rate-limit.js';
+import { RequestRateLimiter } from '../../lib/platform/rate-limit.js';
 import type { QuotaKeyPrincipal } from '../../lib/messaging/quota-keys.js';
 import { presentedKey } from './api-key.js';
 import { errorBody, type ErrorStyle } from './errors.js';
 import type { RouteDefinition, RouteEnvironment } from './route.js';
 
 /**
- * Requests per key per rolling minute on every interface (README, "Abuse resistance"), counted in
+ * Requests per key per minute on every interface (README, "Abuse resistance"), scheduled in
  * Postgres by `RequestRateLimiter` (lib/platform/rate-limit.ts) so that every API replica shares
- * one count. Who is counted:
+ * one schedule per key. Who is counted:
  * - a partner key: its partner (a regenerated key keeps the count);
  * - a messaging quota key (messaging, speech): the quota key;
  * - no key or an unknown key: the client's address, when REQUESTS_PER_MINUTE_ANONYMOUS is set;
  * - the administrator key: never (operators and their tools are trusted).
- * Over the limit: 429 in the interface's error shape with `Retry-After`; nothing else is done for
- * the request (no body is read, nothing is stored). A key refused once is refused again by this
- * process before any database work, even before its key is looked up (`localBlockGate`), until its
- * Retry-After has passed: a flood costs the service almost nothing.
+ * Over the limit: 429 in the interface's error shape with `Retry-After`, the time of a turn booked
+ * for that client (its address), which it gets when it comes back then; nothing else is done for
+ * the request (no body is read, nothing is stored). A client that asks again before its turn is
+ * refused again by this process before any database work, even before its key is looked up
+ * (`localBlockGate`), until its turn: a flood costs the service almost nothing.
  */
 const settingNames: Record<RateLimitedInterface, string> = {
   'knowledge-base': 'REQUESTS_PER_MINUTE_KNOWLEDGE_BASE',
@@ -47,8 +48,8 @@ function presentedHash(req: Request, queryKey?: string): string | null {
   }
 }
 
-/** The client's address: behind a proxy named by TRUST_PROXY, the one it forwarded. */
-const clientAddress = (req: Request) => req.ip ?? req.socket.remoteAddress ?? 'unknown';
+/** The client's address: behind a proxy named by TRUST_PROXY, the one it forwarded. A turn booked by a 429 is this client's. */
+export const clientAddress = (req: Request) => req.ip ?? req.socket.remoteAddress ?? 'unknown';
 
 function refusal(iface: RateLimitedInterface, limit: number, retryAfterSeconds: number, anonymous: boolean): AppError {
   const who = anonymous ? 'requests without a valid key from one address' : 'this key';
@@ -117,11 +118,11 @@ const MAX_WAITING = 256;
  * moment, which is where their slowest answers come from. A key within its burst waits for nothing;
  * one sending faster waits; at most 256 waiting per key, beyond them 429.
  *
- * The pace leaves room for the burst in the count's window: `burst` + paced requests start in any
- * span of one window, two fewer than its allowance `max`, because the count sees a request when it
- * arrives, not when it starts (a client that waits for each answer has sent its next request one
- * slot early), and its sliding estimate weighs the whole previous window just after a boundary. So a
- * client that waits for each answer is never refused by the count however it follows the pacing.
+ * The pace is slower than the key's schedule (`burst` + paced requests start in any span of one
+ * window, two fewer than its allowance `max`), because the schedule sees a request when it arrives,
+ * not when it starts (a client that waits for each answer has sent its next request one slot
+ * early). So a client that waits for each answer is never refused by the schedule however it
+ * follows the pacing.
  * The burst is under half the allowance, so the pace keeps about half the limit at least; a key
  * whose whole window allowance fits in one burst is not spread at all (the count alone bounds it).
  */
@@ -188,7 +189,7 @@ export function interfaceRateLimit(
       if (limit === 0) return;
       const hash = presentedHash(req, route.queryKey);
       const window = smoothed(limit);
-      const decision = await limiter.consume(`requests:${iface}:${owner}`, window.max, { windowSeconds: window.seconds, aliases: hash ? [presentedBucket(iface, hash)] : [] });
+      const decision = await limiter.consume(`requests:${iface}:${owner}`, window.max, { windowSeconds: window.seconds, client: clientAddress(req), aliases: hash ? [presentedBucket(iface, hash)] : [] });
       if (!decision.allowed) throw refusal(iface, limit, decision.retryAfterSeconds, false);
       if (pacer && !(await pacer.pace(`${iface}:${owner}`, window))) {
         throw new AppError('rate_limited', `Too many requests at once: this key already has ${MAX_WAITING} requests waiting to be spread within its limit of ${limit} a minute (REQUESTS_BURST_PER_KEY). Try again in 1 second.`, { retryAfterSeconds: 1 });
@@ -205,7 +206,7 @@ export function interfaceRateLimit(
     const limit = limits.anonymousRequestsPerMinute;
     if (limit === 0) return;
     const window = smoothed(limit);
-    const decision = await limiter.consume(anonymousBucket(req), window.max, { windowSeconds: window.seconds });
+    const decision = await limiter.consume(anonymousBucket(req), window.max, { windowSeconds: window.seconds, client: clientAddress(req) });
     if (!decision.allowed) throw refusal(iface, limit, decision.retryAfterSeconds, true);
   };
 }
@@ -222,8 +223,8 @@ export interface PathLimit {
 const headerKeyPresent = (req: Request) => req.headers['x-api-key'] !== undefined || req.headers.authorization !== undefined;
 
 /**
- * The very first middleware: a key (or, without a key, an address) that this process already knows
- * to be over its limit is answered 429 at once, before anything else is done for the request (no
+ * The very first middleware: a client of a key (or, without a key, an address) that this process
+ * already knows to be asking before its turn is answered 429 at once, before anything else is done for the request (no
  * key lookup, no quota-key authentication, no body, no per-request log line or metrics label: a
  * flood must cost as little as possible), after being held for RATE_LIMIT_TARPIT_MS (1 s; never
  * longer than its Retry-After; at most 1024 held at once). While no key is blocked it costs one Map
@@ -248,7 +249,7 @@ export function localBlockGate(limiter: RequestRateLimiter, limits: AbuseLimits,
       limit = limits.anonymousRequestsPerMinute;
       anonymous = true;
     }
-    const left = bucket ? limiter.blockedFor(bucket) : 0;
+    const left = bucket ? limiter.blockedFor(RequestRateLimiter.blockKey(bucket, clientAddress(req))) : 0;
     if (left === 0) return next();
     const requestId = crypto.randomUUID();
     const err = refusal(entry.iface, limit, left, anonymous);

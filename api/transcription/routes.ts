@@ -1,6 +1,7 @@
 import type { Request } from 'express';
 import type { ApiDeps } from '../deps.js';
 import { defineRoute, type RouteDefinition } from '../http/route.js';
+import { clientAddress } from '../http/rate-limits.js';
 import type { Principal } from '../../lib/platform/api-keys.js';
 import { admitTranscript, deleteTranscriptNow, readTranscript, submitTranscript, type TranscriptRequestBody } from '../../lib/transcripts/requests.js';
 import { maxTranscriptUploadBytes } from '../../lib/transcripts/audio-checks.js';
@@ -34,7 +35,7 @@ export function transcriptionRoutes(deps: ApiDeps): RouteDefinition[] {
       description:
         'JSON `{audio_url, ...}` or multipart with the file in `audio` (never both). Answers `{id: "/v2/transcript/<id>", status: "queued"}` (plus the `audio_url` of a URL submission); the transcript is made by the workflow `transcript-<id>`. The partner\'s rate and concurrency limits are checked before the body is read (429 with `Retry-After`).',
       body: { type: 'json-or-form', schema: transcriptBody, files: [{ name: 'audio', maxCount: 1 }], maxFileBytes: maxTranscriptUploadBytes, arrayFields: ['boosted_words', 'word_boost', 'keyterms_prompt'], jsonFields: ['custom_spelling'] },
-      preflight: ({ principal }) => admitTranscript(deps, principal),
+      preflight: ({ principal, req }) => admitTranscript(deps, principal, clientAddress(req)),
       responses: { 200: { description: 'Queued', schema: transcriptObject }, ...transcriptionErrors },
       handler: async ({ body, files, principal, req }) => {
         const file = files.find((f) => f.field === 'audio');
@@ -56,7 +57,7 @@ export function transcriptionRoutes(deps: ApiDeps): RouteDefinition[] {
       description:
         'The body is the file itself (any Content-Type; AssemblyAI\'s clients send `application/octet-stream`), at most 100 MB, in one of the containers `/v2/transcript` accepts (else a 422 on `file`). Answers `{upload_url}`, an address of this API: submit it once as the `audio_url` of `POST /v2/transcript`, to the same address and with a key of the same partner, within `TRANSCRIPT_UPLOAD_RETENTION_SECONDS` (24 h); then the file is removed. A partner holds at most `TRANSCRIPT_PENDING_UPLOADS_PER_PARTNER` (20) uploads not yet submitted (429). Uploads count against the partner\'s transcription rate limit, in a window of their own.',
       body: { type: 'binary', maxBytes: maxTranscriptUploadBytes, field: 'file' },
-      preflight: ({ principal }) => admitAudioUpload(deps, principal),
+      preflight: ({ principal, req }) => admitAudioUpload(deps, principal, clientAddress(req)),
       responses: { 200: { description: 'Stored', schema: audioUploadObject }, ...transcriptionErrors },
       handler: async ({ files, principal, req }) => {
         const file = files[0]!;

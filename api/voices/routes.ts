@@ -2,6 +2,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Request, Response } from 'express';
 import type { ApiDeps } from '../deps.js';
 import { defineRoute, type RouteDefinition } from '../http/route.js';
+import { clientAddress } from '../http/rate-limits.js';
 import { badRequest } from '../../lib/platform/errors.js';
 import { admitVoiceRequest } from '../../lib/voices/requests.js';
 import { createVoice, deleteVoice, describeVoice, listVoices, renameVoice, requestEmbed, requestSplit, setPreferredSample, type CreateVoiceInput } from '../../lib/voices/voices.js';
@@ -48,7 +49,7 @@ export function voiceRoutes(deps: ApiDeps): RouteDefinition[] {
   const access = 'partner' as const;
   const queryKey = s.API_KEY_PARAMETER;
   const query = s.voiceQuery();
-  const admit = ({ principal }: { principal: Parameters<typeof admitVoiceRequest>[1] }) => admitVoiceRequest(deps, principal);
+  const admit = ({ principal, req }: { principal: Parameters<typeof admitVoiceRequest>[1]; req: Request }) => admitVoiceRequest(deps, principal, clientAddress(req));
   const answer = (view: VoiceView, req: Request, status = 200) => ({ status, body: presentVoice(view, baseUrlOf(req)) });
   const upload = { files: [{ name: 'file', maxCount: 1 }], maxFileBytes: deps.config.voices.maxUploadBytes };
   const detail = { description: 'The voice (detail object)', schema: s.voiceDetail };

@@ -47,11 +47,11 @@ async function startWorkflow(deps: DialogAnalysisDeps, id: string, partnerName: 
   });
 }
 
-/** Partner keys are limited per partner; the administrator key is not. */
-async function admit(deps: DialogAnalysisDeps, principal: Principal): Promise<void> {
+/** Partner keys are limited per partner (`client`: who asks, whose turn a 429 books); the administrator key is not. */
+async function admit(deps: DialogAnalysisDeps, principal: Principal, client: string): Promise<void> {
   const limit = deps.config.dialogAnalysis.rateLimitPerMinute;
   if (principal.isAdmin || !principal.partnerId || limit === 0) return;
-  const decision = await consumeRateLimit(deps.db, { key: `dialog-analysis-create:${principal.partnerId}`, limit, windowSeconds: 60 });
+  const decision = await consumeRateLimit(deps.db, { key: `dialog-analysis-create:${principal.partnerId}`, limit, windowSeconds: 60, client });
   if (!decision.allowed) {
     throw new AppError(
       'rate_limited',
@@ -61,8 +61,8 @@ async function admit(deps: DialogAnalysisDeps, principal: Principal): Promise<vo
   }
 }
 
-export async function createDialogAnalysis(deps: DialogAnalysisDeps, sandbox: SchemaSandbox, principal: Principal, raw: RawDialogInput) {
-  await admit(deps, principal);
+export async function createDialogAnalysis(deps: DialogAnalysisDeps, sandbox: SchemaSandbox, principal: Principal, raw: RawDialogInput, client: string) {
+  await admit(deps, principal, client);
   const { input, inputChars } = await validateDialogRequest(sandbox, raw, deps.config.dialogAnalysis.validationTimeoutMs);
   const id = crypto.randomUUID();
   const row = await deps.db.dialogAnalysis.create({

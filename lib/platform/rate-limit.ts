@@ -2,16 +2,23 @@ import type { Db } from './db.js';
 import { GroupCommit } from './group-commit.js';
 
 /**
- * Request rate limits that hold across API replicas: each request adds one to its key's counter of
- * the current window in Postgres (batched, see `counters`), and the rate is the sliding-window estimate
+ * Request rate limits that hold across API replicas, kept in Postgres as a schedule per key (GCRA,
+ * the generic cell rate algorithm): one turn every `windowSeconds / limit`, up to `burst` turns at
+ * once (default: the whole `limit`). A request takes a free turn, or else is refused with the time
+ * of the next free turn, which is booked for its client (`client`: who asks with the key, e.g. its
+ * address). When that client comes back at its Retry-After, the turn is its own: nobody else takes
+ * it and nobody else's request counts against it. Only admitted requests and booked turns move the
+ * schedule; a refusal that books nothing changes nothing, so waiting clients cannot keep a key's
+ * turns taken for ever (refused attempts used to count, and clients that honoured Retry-After were
+ * starved by each other's retries). The database's clock is the only clock, so replicas agree.
  *
- *   previous window's count × (the part of the previous window still inside the last `windowSeconds`)
- *   + the current window's count,
- *
- * which smooths the burst a fixed window allows at its boundary. A refused request is counted too:
- * a client that keeps hammering stays refused, one that waits for `Retry-After` gets through. The
- * database's clock is the only clock, so replicas agree. Windows older than the previous one are
- * deleted in the same statement.
+ * Booking has bounds, so that a client that asks again and again without waiting gains nothing by
+ * it: a client holds at most one booked turn; asking again before it comes, it is told when it
+ * comes and nothing is booked (and the API refuses it without asking Postgres until then: it is
+ * hammering). Clients are told apart by their address, so several clients behind one address share
+ * one place in the queue: when their turn comes, the first of them takes it. A key holds at most
+ * `limit` booked turns (one window ahead); beyond, a client is told when they are through. A
+ * booked turn not taken within `GRACE_MS` after its time is given up (its place in the rate is lost).
  */
 export interface RateLimit {
   /** Who is limited on what, e.g. `transcript-create:<partner id>`. */
@@ -19,162 +26,156 @@ export interface RateLimit {
   /** Requests allowed per window. */
   limit: number;
   windowSeconds: number;
+  /** Requests that may come at once (default `limit`). */
+  burst?: number;
+  /** Who asks with the key (its address): a booked turn is kept for this client alone. */
+  client: string;
 }
 
 export type RateDecision = { allowed: true } | { allowed: false; retryAfterSeconds: number };
 
-type WindowRow = { key: string; secs: number; current: number; previous: number; elapsed: number };
-type ConsumeItem = { key: string; limit: number; windowSeconds: number };
+/** Booked turns one client (address) may hold on one key. */
+const CLIENT_TURNS = 1;
+/** How long after its Retry-After a booked turn waits for its client. */
+export const GRACE_MS = 10_000;
 
-/**
- * Counts the requests pending in this process in one statement, whatever their keys (group commit,
- * lib/platform/group-commit.ts): a lone request goes at once, a burst of requests shares a round
- * trip instead of queueing for the pool one statement each. Requests of one key are summed into
- * one upsert (keys in a fixed order, so that two replicas' batches lock rows in the same order) and
- * decided in arrival order against the counts they would have seen alone. The counters live in an
- * unlogged table (migration rate_limit_windows_unlogged): no WAL flush waits on a request, and a
- * database crash forgets at most the current windows. A named (prepared) statement: each connection
- * plans it once, not at every request.
- */
-const COUNT_BATCH = `
-  WITH req AS (
-    SELECT key, secs, count(*)::int AS n FROM unnest($1::text[], $2::int[]) AS t(key, secs) GROUP BY key, secs
-  ), clock AS (
-    SELECT extract(epoch FROM now()) AS at
-  ), win AS (
-    SELECT req.*, to_timestamp(floor(clock.at / req.secs) * req.secs) AS start,
-           (clock.at - floor(clock.at / req.secs) * req.secs) / req.secs AS elapsed
-    FROM req, clock
-  ), gone AS (
-    DELETE FROM rate_limit_windows w USING win
-    WHERE w.key = win.key AND w.window_start < win.start - make_interval(secs => win.secs)
-  ), cur AS (
-    INSERT INTO rate_limit_windows AS w (key, window_start, count)
-    SELECT key, start, n FROM win ORDER BY key
-    ON CONFLICT (key, window_start) DO UPDATE SET count = w.count + excluded.count
-    RETURNING w.key, w.window_start, w.count
-  )
-  SELECT win.key, win.secs, cur.count::int AS current, COALESCE(p.count, 0)::int AS previous, win.elapsed::float8 AS elapsed
-  FROM win JOIN cur ON cur.key = win.key AND cur.window_start = win.start
-  LEFT JOIN rate_limit_windows p ON p.key = win.key AND p.window_start = win.start - make_interval(secs => win.secs)`;
-
-/** What Postgres said of a key's windows after a batch: the current count includes the whole batch. */
-export interface WindowState {
-  previous: number;
-  current: number;
-  /** Fraction of the current window that had passed, by the database's clock. */
-  elapsed: number;
+/** What Postgres said of a request and of its key's schedule after it. */
+export interface ScheduleAnswer {
+  allowed: boolean;
+  retryAfterMs: number;
+  /** Refused with a turn booked for its client (false: refused without one, or admitted). */
+  booked: boolean;
+  /** When the key's next request conforms, by the database's clock (ms since the epoch). */
+  tatMs: number;
+  /** The database's clock when it decided. */
+  nowMs: number;
+  /** Turns of the key booked and not taken yet. */
+  reserved: number;
 }
 
-type Counted = { decision: RateDecision; window: WindowState };
+type DecideItem = { key: string; client: string; intervalMs: number; burst: number; maxReserved: number };
+type DecideRow = { allowed: boolean; retry_after_ms: number; booked: boolean; tat_ms: number; now_ms: number; reserved: number; i: string };
 
-const countersOf = new WeakMap<Db, GroupCommit<'count', ConsumeItem, Counted>>();
-function counters(db: Db): GroupCommit<'count', ConsumeItem, Counted> {
-  let batcher = countersOf.get(db);
+/**
+ * The requests pending in this process, whatever their keys, in one statement (group commit,
+ * lib/platform/group-commit.ts): a lone request goes at once, a burst shares a round trip. Each is
+ * decided by rate_limit_decide (prisma/migrations/..._rate_limit_schedules), in order of key, then
+ * arrival: two replicas' batches lock keys in the same order. A named (prepared) statement.
+ */
+const DECIDE_BATCH = `
+  SELECT d.allowed, d.retry_after_ms, d.booked, d.tat_ms, d.now_ms, d.reserved, t.i
+  FROM unnest($1::text[], $2::text[], $3::float8[], $4::int[], $5::int[]) WITH ORDINALITY AS t(key, client, interval_ms, burst, max_reserved, i)
+  CROSS JOIN LATERAL rate_limit_decide(t.key, t.client, t.interval_ms, t.burst, t.max_reserved, ${CLIENT_TURNS}, ${GRACE_MS}) AS d
+  ORDER BY t.i`;
+
+const decidersOf = new WeakMap<Db, GroupCommit<'decide', DecideItem, ScheduleAnswer>>();
+function deciders(db: Db): GroupCommit<'decide', DecideItem, ScheduleAnswer> {
+  let batcher = decidersOf.get(db);
   if (!batcher) {
-    batcher = new GroupCommit(async (_key, items) => {
-      const { rows } = await db.pool.query<WindowRow>({ name: 'rate-limit-count', text: COUNT_BATCH, values: [items.map((i) => i.key), items.map((i) => i.windowSeconds)] });
-      const windows = new Map(rows.map((r) => [`${r.secs}:${r.key}`, r]));
-      // The count after the whole batch, less what came after each request: its count alone.
-      const after = new Map<string, number>();
-      for (const item of items) {
-        const id = `${item.windowSeconds}:${item.key}`;
-        after.set(id, (after.get(id) ?? 0) + 1);
-      }
-      const seen = new Map<string, number>();
-      return items.map(({ key, limit, windowSeconds }) => {
-        const id = `${windowSeconds}:${key}`;
-        const w = windows.get(id)!;
-        const position = (seen.get(id) ?? 0) + 1;
-        seen.set(id, position);
-        return {
-          decision: decide(limit, windowSeconds, w.previous, w.current - after.get(id)! + position, w.elapsed),
-          window: { previous: w.previous, current: w.current, elapsed: w.elapsed },
-        };
-      });
-    }, { retryAlone: true });
-    countersOf.set(db, batcher);
+    batcher = new GroupCommit(
+      async (_key, items) => {
+        const order = items.map((item, index) => ({ item, index })).sort((a, b) => (a.item.key < b.item.key ? -1 : a.item.key > b.item.key ? 1 : a.index - b.index));
+        const sorted = order.map((o) => o.item);
+        const { rows } = await db.pool.query<DecideRow>({
+          name: 'rate-limit-decide',
+          text: DECIDE_BATCH,
+          values: [sorted.map((i) => i.key), sorted.map((i) => i.client), sorted.map((i) => i.intervalMs), sorted.map((i) => i.burst), sorted.map((i) => i.maxReserved)],
+        });
+        const answers: ScheduleAnswer[] = new Array(items.length);
+        rows.forEach((r, k) => {
+          answers[order[k]!.index] = { allowed: r.allowed, retryAfterMs: Number(r.retry_after_ms), booked: r.booked, tatMs: Number(r.tat_ms), nowMs: Number(r.now_ms), reserved: r.reserved };
+        });
+        sweepNowAndThen(db);
+        return answers;
+      },
+      { retryAlone: true },
+    );
+    decidersOf.set(db, batcher);
   }
   return batcher;
 }
 
-/** Counts one request of `key` and decides it against the counts it would have seen alone. */
-export async function consumeRateLimit(db: Db, { key, limit, windowSeconds }: RateLimit): Promise<RateDecision> {
-  return (await counters(db).submit('count', { key, limit, windowSeconds })).decision;
-}
-
-function decide(limit: number, windowSeconds: number, previous: number, current: number, elapsed: number): RateDecision {
-  if (previous * (1 - elapsed) + current <= limit) return { allowed: true };
-  return { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil(secondsUntilNextAllowed(limit, windowSeconds, previous, current, elapsed))) };
-}
+const lastSweep = new WeakMap<Db, number>();
+const SWEEP_EVERY_MS = 5 * 60_000;
 
 /**
- * When one more request would fit: later in this window, as the previous window's share fades, or
- * else some way into the next window, whose previous window is this one.
+ * A schedule idle for ten minutes is at its start again: a few minutes apart, each process deletes
+ * those (with no turn booked), and the booked turns given up long ago whose schedule is gone.
  */
-function secondsUntilNextAllowed(limit: number, windowSeconds: number, previous: number, current: number, elapsed: number): number {
-  const remaining = (1 - elapsed) * windowSeconds;
-  if (current + 1 <= limit && previous > 0) {
-    const fade = (windowSeconds * (previous * (1 - elapsed) + current + 1 - limit)) / previous;
-    if (fade <= remaining) return fade;
-  }
-  return remaining + windowSeconds * Math.max(0, 1 - (limit - 1) / current);
+function sweepNowAndThen(db: Db): void {
+  const now = Date.now();
+  if (now - (lastSweep.get(db) ?? 0) < SWEEP_EVERY_MS) return;
+  lastSweep.set(db, now);
+  void (async () => {
+    await db.pool.query(`DELETE FROM rate_limit_schedules WHERE tat < now() - interval '10 minutes' AND reserved = 0`);
+    await db.pool.query(`DELETE FROM rate_limit_reservations r WHERE r.expires < now() - interval '10 minutes' AND NOT EXISTS (SELECT 1 FROM rate_limit_schedules s WHERE s.key = r.key)`);
+  })().catch(() => undefined);
+}
+
+const decision = (a: ScheduleAnswer): RateDecision => (a.allowed ? { allowed: true } : { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil(a.retryAfterMs / 1000)) });
+const itemOf = ({ key, limit, windowSeconds, burst, client }: RateLimit): DecideItem => ({
+  key,
+  client,
+  intervalMs: (windowSeconds * 1000) / limit,
+  burst: Math.max(1, Math.min(burst ?? limit, limit)),
+  maxReserved: limit,
+});
+
+/** Decides one request of `key` from `client` against the key's schedule. */
+export async function consumeRateLimit(db: Db, limit: RateLimit): Promise<RateDecision> {
+  return decision(await deciders(db).submit('decide', itemOf(limit)));
 }
 
 /**
- * What this process knows of one key's count: Postgres' last answer for it (which includes every
- * request of the key counted before it, from any replica) and this process's requests counted
+ * When the key's next request would conform, on this process's clock, from an earlier answer and
+ * the requests this process let through since (no request of others assumed).
+ */
+export function projectedTurn(answer: Pick<ScheduleAnswer, 'tatMs' | 'nowMs'> & { at: number }, intervalMs: number, since: number, now: number): number {
+  return Math.max(answer.tatMs - answer.nowMs + answer.at, now) + since * intervalMs;
+}
+
+/**
+ * What this process knows of one key's schedule: Postgres' last answer for it (which includes every
+ * request of the key decided before it, from any replica) and this process's requests decided
  * since, whose answers have not come back yet.
  */
-interface KeyCount {
-  windowMs: number;
+interface KeySchedule {
+  intervalMs: number;
+  burst: number;
   /** The answer; null before the first one comes back. */
-  answer: (WindowState & { at: number }) | null;
-  /** Requests of this process submitted for counting and not answered yet. */
+  answer: (ScheduleAnswer & { at: number }) | null;
+  /** Requests of this process sent to be decided and not answered yet. */
   pending: number;
   /** Of those, the ones already let through without waiting. */
   unconfirmed: number;
 }
 
-/** The sliding-window count of a key at `now` from an earlier answer, as the windows move on (no request of others assumed). */
-export function projectedCount(answer: WindowState & { at: number }, windowMs: number, now: number): number {
-  const elapsed = answer.elapsed + (now - answer.at) / windowMs;
-  if (elapsed < 1) return answer.previous * (1 - elapsed) + answer.current;
-  // The answer's current window has become the previous one; two windows on, nothing of it counts.
-  if (elapsed < 2) return answer.current * (2 - elapsed);
-  return 0;
-}
-
 /**
  * A limiter for every request of an interface, per key, shared by all API replicas through
- * `consumeRateLimit` (Postgres is the one counter), with two process-local additions.
+ * `consumeRateLimit` (Postgres holds the one schedule), with two process-local additions.
  *
- * Requests well within their limit do not wait for the count. A request is let through at once
- * when the key's count as this process knows it (Postgres' last answer, decayed as its windows
- * move on, plus this process's requests counted since) leaves room for it and for as many more as
- * another replica may have let through unconfirmed, and fewer than `unconfirmedShare` of the limit
- * (at least one) of this key's requests are still waiting for their count's answer; it is counted
- * all the same, in the background. Otherwise (near the limit, a key this
- * process has never counted while others are unconfirmed) the request waits for Postgres' decision,
- * exactly as before. Within one process this is exact: nothing it lets through would have been
- * refused. Across replicas a key can pass its limit only by what other replicas let through for it
- * since this process's last answer, and by at most `unconfirmedShare` of the limit per replica
- * (an answer that refuses an unconfirmed request blocks the key at once, as below). Decided: a
- * rate limit is a guard against overload, not an account, and this takes its round trip off every
- * request that is nowhere near its limit (README, "Abuse resistance").
+ * Requests well within their limit do not wait for the decision. A request is let through at once
+ * when the key's schedule as this process knows it (Postgres' last answer, and this process's
+ * requests decided since) leaves room for it and for as many more as another replica may have let
+ * through unconfirmed, no turn of the key is booked (those are kept for the clients told to come
+ * back), and fewer than `unconfirmedShare` of the burst (at least one) of this key's requests are
+ * still waiting for their answer; it is decided all the same, in the background. Otherwise the
+ * request waits for Postgres' decision. Within one process this is exact: nothing it lets through
+ * would have been refused. Across replicas a key can pass its limit only by what other replicas
+ * let through for it since this process's last answer, and by at most `unconfirmedShare` of the
+ * burst per replica. Decided: a rate limit is a guard against overload, not an account, and this
+ * takes its round trip off every request that is nowhere near its limit (README, "Abuse resistance").
  *
- * A key that Postgres has just refused is refused again by this process, without a round trip,
- * until its `Retry-After` has passed (what rate-limiter-flexible calls blocking in memory on
- * consumption). A flood from one key therefore costs one statement per replica per retry period
- * instead of one per request, and cannot take the database (or its connection pool) from other
- * tenants. Requests refused locally are not counted: a client hammering through its block gets in
- * again exactly when Postgres' window admits one more request, and never more than `limit` a window.
- * If Postgres cannot be asked, the request is let through (fail open): it will meet the database
- * soon anyway, and a limiter must not turn an outage of its counter into an outage of the service.
+ * A client that Postgres refused without booking it a turn (it asks again before its turn, or the
+ * key's turns are booked a window ahead) is refused again by this process, without a round trip,
+ * until its Retry-After has passed: a flood from one client costs one statement per replica per
+ * retry period, and cannot take the database from other tenants. A client that was booked a turn is
+ * not blocked: its turn is waiting for it. If Postgres cannot be asked, the request is let through
+ * (fail open): a limiter must not turn an outage of its counter into an outage of the service.
  */
 export class RequestRateLimiter {
   private readonly blocked = new Map<string, number>();
-  private readonly counts = new Map<string, KeyCount>();
+  private readonly schedules = new Map<string, KeySchedule>();
   private readonly maxKeys: number;
   private readonly unconfirmedShare: number;
 
@@ -186,24 +187,28 @@ export class RequestRateLimiter {
     this.unconfirmedShare = options.unconfirmedShare ?? 0.1;
   }
 
-  /** Whether this process refuses any key locally right now (a Map size check: free while nobody floods). */
+  /** Whether this process refuses any client locally right now (a Map size check: free while nobody floods). */
   anyBlocked(): boolean {
     return this.blocked.size > 0;
   }
 
-  /** Seconds until `key` may be asked about again, when this process knows it is refused; else 0. */
-  blockedFor(key: string): number {
-    const until = this.blocked.get(key);
+  /** The local block of one client on one key (or on an alias of it: the hash of the key as presented). */
+  static blockKey(key: string, client: string): string {
+    return `${key}|${client}`;
+  }
+
+  /** Seconds until `blockKey` may be asked about again, when this process knows it is refused; else 0. */
+  blockedFor(blockKey: string): number {
+    const until = this.blocked.get(blockKey);
     if (until === undefined) return 0;
     const left = until - Date.now();
     if (left <= 0) {
-      this.blocked.delete(key);
+      this.blocked.delete(blockKey);
       return 0;
     }
     return Math.max(1, Math.ceil(left / 1000));
   }
 
-  /** Refuses `aliases` (e.g. the hash of the key as presented) locally as long as `key`. */
   private block(keys: string[], retryAfterSeconds: number): void {
     if (this.blocked.size >= this.maxKeys) {
       const now = Date.now();
@@ -218,48 +223,53 @@ export class RequestRateLimiter {
     for (const k of keys) this.blocked.set(k, until);
   }
 
-  private countOf(key: string, windowMs: number): KeyCount {
-    let count = this.counts.get(key);
-    if (!count || count.windowMs !== windowMs) {
-      if (this.counts.size >= this.maxKeys) this.forgetIdleCounts();
-      count = { windowMs, answer: null, pending: 0, unconfirmed: 0 };
-      this.counts.set(key, count);
+  private scheduleOf(key: string, intervalMs: number, burst: number): KeySchedule {
+    let schedule = this.schedules.get(key);
+    if (!schedule || schedule.intervalMs !== intervalMs || schedule.burst !== burst) {
+      if (this.schedules.size >= this.maxKeys) this.forgetIdle();
+      schedule = { intervalMs, burst, answer: null, pending: 0, unconfirmed: 0 };
+      this.schedules.set(key, schedule);
     }
-    return count;
+    return schedule;
   }
 
-  /** Keys with nothing pending whose last answer no longer counts (two windows old) are known to be at zero anyway. */
-  private forgetIdleCounts(): void {
+  /** Keys with nothing pending whose last answer says their schedule is back at its start are known anyway. */
+  private forgetIdle(): void {
     const now = Date.now();
-    for (const [k, c] of this.counts) {
-      if (c.pending === 0 && (!c.answer || now - c.answer.at >= 2 * c.windowMs)) this.counts.delete(k);
+    for (const [k, s] of this.schedules) {
+      if (s.pending === 0 && (!s.answer || (s.answer.reserved === 0 && projectedTurn(s.answer, s.intervalMs, 0, now) <= now))) this.schedules.delete(k);
     }
-    // Still full: the oldest go (a forgotten key's next request waits for its count once).
-    for (const [k, c] of this.counts) {
-      if (this.counts.size < this.maxKeys) break;
-      if (c.pending === 0) this.counts.delete(k);
+    // Still full: the oldest go (a forgotten key's next request waits for its decision once).
+    for (const [k, s] of this.schedules) {
+      if (this.schedules.size < this.maxKeys) break;
+      if (s.pending === 0) this.schedules.delete(k);
     }
   }
 
-  async consume(key: string, limit: number, options: { windowSeconds?: number; aliases?: string[] } = {}): Promise<RateDecision> {
-    const local = this.blockedFor(key);
+  async consume(key: string, limit: number, options: { windowSeconds?: number; burst?: number; client: string; aliases?: string[] }): Promise<RateDecision> {
+    const blockKeys = [key, ...(options.aliases ?? [])].map((k) => RequestRateLimiter.blockKey(k, options.client));
+    const local = this.blockedFor(blockKeys[0]!);
     if (local > 0) return { allowed: false, retryAfterSeconds: local };
-    const windowSeconds = options.windowSeconds ?? 60;
-    const count = this.countOf(key, windowSeconds * 1000);
-    const known = count.answer ? projectedCount(count.answer, count.windowMs, Date.now()) : 0;
-    const unconfirmedCap = Math.max(1, Math.floor(limit * this.unconfirmedShare));
+    const item = itemOf({ key, limit, windowSeconds: options.windowSeconds ?? 60, burst: options.burst, client: options.client });
+    const schedule = this.scheduleOf(key, item.intervalMs, item.burst);
+    const now = Date.now();
+    const tolerance = (item.burst - 1) * item.intervalMs;
+    const unconfirmedCap = Math.max(1, Math.floor(item.burst * this.unconfirmedShare));
     // Room is kept for what other replicas may have let through unconfirmed meanwhile (as much as this one may).
-    const atOnce = known + count.pending + 1 + unconfirmedCap <= limit && count.unconfirmed < unconfirmedCap;
+    const room = schedule.answer ? projectedTurn(schedule.answer, item.intervalMs, schedule.pending + unconfirmedCap, now) - tolerance <= now : schedule.pending + unconfirmedCap <= item.burst - 1;
+    const atOnce = room && (schedule.answer?.reserved ?? 0) === 0 && schedule.unconfirmed < unconfirmedCap;
 
-    count.pending++;
-    if (atOnce) count.unconfirmed++;
-    const counted = counters(this.db)
-      .submit('count', { key, limit, windowSeconds })
+    schedule.pending++;
+    if (atOnce) schedule.unconfirmed++;
+    const decided = deciders(this.db)
+      .submit('decide', item)
       .then(
-        ({ decision, window }) => {
-          count.answer = { ...window, at: Date.now() };
-          if (!decision.allowed) this.block([key, ...(options.aliases ?? [])], decision.retryAfterSeconds);
-          return decision;
+        (answer) => {
+          schedule.answer = { ...answer, at: Date.now() };
+          const d = decision(answer);
+          // A client told when its booked turn comes is not blocked: it may be one of several behind one address.
+          if (!d.allowed && !answer.booked) this.block(blockKeys, d.retryAfterSeconds);
+          return d;
         },
         (err: unknown): RateDecision => {
           this.options.onError?.(err);
@@ -267,10 +277,10 @@ export class RequestRateLimiter {
         },
       )
       .finally(() => {
-        count.pending--;
-        if (atOnce) count.unconfirmed--;
+        schedule.pending--;
+        if (atOnce) schedule.unconfirmed--;
       });
     if (atOnce) return { allowed: true };
-    return counted;
+    return decided;
   }
 }

@@ -92,11 +92,12 @@ async function checkConcurrency(deps: TranscriptApiDeps, partnerId: string): Pro
  * Admission before the body is read: the partner's submissions per rolling minute, then its
  * transcripts in flight. Over either: 429 with Retry-After, and nothing is read or stored.
  */
-export async function admitTranscript(deps: TranscriptApiDeps, principal: Principal | null): Promise<void> {
+/** `client`: who asks (its address), whose turn a 429 books. */
+export async function admitTranscript(deps: TranscriptApiDeps, principal: Principal | null, client: string): Promise<void> {
   if (!principal?.partnerId) return;
   const { rateLimitPerMinute } = deps.config.transcription;
   if (rateLimitPerMinute > 0) {
-    const decision = await consumeRateLimit(deps.db, { key: `transcript-create:${principal.partnerId}`, limit: rateLimitPerMinute, windowSeconds: 60 });
+    const decision = await consumeRateLimit(deps.db, { key: `transcript-create:${principal.partnerId}`, limit: rateLimitPerMinute, windowSeconds: 60, client });
     if (!decision.allowed) {
       throw tooMany(`transcription rate limit: ${rateLimitPerMinute} transcripts per minute per partner; retry in ${decision.retryAfterSeconds} s`, decision.retryAfterSeconds);
     }

@@ -23,11 +23,11 @@ const uploadPath = new RegExp(`/v2/upload/(${uuidText})$`, 'i');
  * (TRANSCRIPTION_RATE_LIMIT_PER_MINUTE) in a window of their own (an upload is followed by its
  * submission, which counts in the other), then its uploads not yet submitted.
  */
-export async function admitAudioUpload(deps: AudioUploadDeps, principal: Principal | null): Promise<void> {
+export async function admitAudioUpload(deps: AudioUploadDeps, principal: Principal | null, client: string): Promise<void> {
   if (!principal?.partnerId) return;
   const { rateLimitPerMinute, pendingUploadsLimit } = deps.config.transcription;
   if (rateLimitPerMinute > 0) {
-    const decision = await consumeRateLimit(deps.db, { key: `transcript-upload:${principal.partnerId}`, limit: rateLimitPerMinute, windowSeconds: 60 });
+    const decision = await consumeRateLimit(deps.db, { key: `transcript-upload:${principal.partnerId}`, limit: rateLimitPerMinute, windowSeconds: 60, client });
     if (!decision.allowed) throw tooMany(`transcription rate limit: ${rateLimitPerMinute} uploads per minute per partner; retry in ${decision.retryAfterSeconds} s`, decision.retryAfterSeconds);
   }
   if (pendingUploadsLimit === 0) return;

@@ -23,11 +23,11 @@ export const isLocked = (v: Pick<Voice, 'splittingStatus' | 'embeddingStatus'>) 
 export const lockedConflict = (v: Pick<Voice, 'name' | 'splittingStatus' | 'embeddingStatus'>) =>
   conflict(`voice ${JSON.stringify(v.name)} is currently being processed (splitting: ${v.splittingStatus}, embedding: ${v.embeddingStatus}); try again when it is done`);
 
-/** Job-starting requests per partner per minute (VOICE_RATE_LIMIT_PER_MINUTE); the administrator key is not limited. */
-export async function admitVoiceRequest(deps: VoiceApiDeps, principal: Principal | null): Promise<void> {
+/** Job-starting requests per partner per minute (VOICE_RATE_LIMIT_PER_MINUTE; `client`: who asks, whose turn a 429 books); the administrator key is not limited. */
+export async function admitVoiceRequest(deps: VoiceApiDeps, principal: Principal | null, client: string): Promise<void> {
   const limit = deps.config.voices.rateLimitPerMinute;
   if (!principal?.partnerId || limit === 0) return;
-  const decision = await consumeRateLimit(deps.db, { key: `voice-request:${principal.partnerId}`, limit, windowSeconds: 60 });
+  const decision = await consumeRateLimit(deps.db, { key: `voice-request:${principal.partnerId}`, limit, windowSeconds: 60, client });
   if (!decision.allowed) {
     throw new AppError('rate_limited', `voice rate limit: ${limit} uploads and job requests per minute per partner; retry in ${decision.retryAfterSeconds} s`, { retryAfterSeconds: decision.retryAfterSeconds });
   }

@@ -141,7 +141,7 @@ describe('fuzzing and the auth matrix from the served OpenAPI document', functio
     if (!digestQuery) {
       const tables = await api.deps.db.$queryRawUnsafe<Array<{ table_name: string }>>(
         `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'
-           AND table_name NOT IN ('_prisma_migrations', 'rate_limit_windows', 'speech_requests') ORDER BY table_name`,
+           AND table_name NOT IN ('_prisma_migrations', 'rate_limit_schedules', 'rate_limit_reservations', 'speech_requests') ORDER BY table_name`,
       );
       const columns = await api.deps.db.$queryRawUnsafe<Array<{ table_name: string; column_name: string }>>(
         `SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public' ORDER BY table_name, ordinal_position`,

@@ -74,9 +74,9 @@ describe('rate limits on every interface', function () {
     await second?.close();
   });
 
-  /** Postgres' request counters: each key's count over its windows. */
+  /** Postgres' schedules: the turns each key has taken ahead of now (one every 20 s at 3 a minute). */
   const countsByKey = async () => {
-    const { rows } = await api.deps.db.pool.query<{ key: string; n: number }>('SELECT key, sum(count)::int AS n FROM rate_limit_windows GROUP BY key');
+    const { rows } = await api.deps.db.pool.query<{ key: string; n: number }>('SELECT key, round(extract(epoch FROM tat - now()) / 20)::int AS n FROM rate_limit_schedules');
     return new Map(rows.map((r) => [r.key, r.n]));
   };
 
@@ -107,7 +107,7 @@ describe('rate limits on every interface', function () {
         const key = await c.key();
         for (let i = 0; i < LIMIT; i++) assert.notEqual((await c.request(http, key)).status, 429, `request ${i + 1}`);
         assertLimited(await c.request(http, key), c.shape);
-        // Refused again, now by this process alone (the key is blocked locally until Retry-After).
+        // Refused again: the client asks before the turn booked for it (and is blocked locally until then).
         const again = await c.request(http, key);
         assertLimited(again, c.shape);
         if (c.name.startsWith('speech')) assert.match(again.headers.get('x-service-tts-request-id') ?? '', /^\d+$/, 'a speech answer carries its request id');
@@ -121,8 +121,8 @@ describe('rate limits on every interface', function () {
         assert.notEqual((await c.request(http, key)).status, 429);
         assert.notEqual((await c.request(http2, key)).status, 429);
         assert.notEqual((await c.request(http, key)).status, 429);
-        // A request well within its limit goes on before Postgres has counted it (README, "Abuse
-        // resistance"): once the three are counted, whichever process counted them,
+        // A request well within its limit goes on before Postgres has decided it (README, "Abuse
+        // resistance"): once the three are in the key's schedule, whichever process decided them,
         await eventually('the three requests counted in Postgres', async () => [...(await countsByKey())].some(([k, n]) => !before.has(k) && n === LIMIT));
         // the fourth is over the limit on either process, the one that has not refused it yet too.
         assertLimited(await c.request(http2, key), c.shape);
