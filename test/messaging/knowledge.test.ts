@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import type OpenAI from 'openai';
-import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
+import { client, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { chatCompletion, startOpenAiUpstream, type OpenAiUpstream, type UpstreamCall } from '../support/openai-upstream.js';
 import { newKnowledgeBase, unique } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
 import { freePort } from '../../scripts/stack.js';
-import { collect, newQuotaKey, responseEvents, responseObject, v3Client } from './support.js';
+import { collect, embeddedDocument, knowledgeCharacter, newQuotaKey, responseEvents, responseObject, v3Client } from './support.js';
 
 /**
  * Knowledge context on /v3/responses against a real knowledge base whose document went through
@@ -38,25 +38,12 @@ describe('messaging v3: knowledge context and visibility items', function () {
     api = await startApi({ OPENAI_BASE_URL: upstream.baseUrl });
     worker = await startWorker();
     const http = client(api.url);
-    const { partner, kb, folder } = await newKnowledgeBase(http);
-    const created = await http('POST', `/api/documents/${partner.name}/${kb}`, {
-      key: partner.key,
-      form: { type: 'file', folder, use_original_as_rewritten: 'true', file: { name: 'lighthouse.md', content: article, type: 'text/markdown' } },
-    });
-    assert.equal(created.status, 201, JSON.stringify(created.body));
-    documentId = created.body.id;
-    await eventually('the document to be embedded', async () => {
-      const d = await http('GET', `/api/document/${partner.name}/${kb}/${documentId}`, { key: partner.key });
-      return d.body.embedding_status === 'success';
-    }, 120_000);
-    const emptyKb = 'empty-kb';
-    const k = await http('POST', `/api/knowledgebases/${partner.name}`, { key: partner.key, form: { name: emptyKb } });
-    assert.equal(k.status, 201, JSON.stringify(k.body));
-    const quota = await newQuotaKey(http, { partner: partner.name });
-    openai = v3Client(api.url, quota.key);
+    const made = await knowledgeCharacter(http, { name: 'lighthouse.md', content: article });
+    documentId = made.documentId;
+    openai = v3Client(api.url, made.quota.key);
     openaiEmpty = openai;
-    service = { character: { name: 'Keeper', prompt: 'You are the lighthouse keeper.', knowledge_base: { partner: partner.name, kb } } };
-    emptyService = { character: { ...service.character, knowledge_base: { partner: partner.name, kb: emptyKb } } };
+    service = made.service(made.kb);
+    emptyService = made.service(made.emptyKb);
   });
   after(async () => {
     await worker?.kill();
@@ -256,16 +243,8 @@ describe('messaging v3: knowledge context and visibility items', function () {
     try {
       const http = client(cached.url);
       const admin = testStack().adminApiKey;
-      const embedded = async (http: ReturnType<typeof client>, partner: { name: string; key: string }, kb: string, folder: string, name: string, content: string) => {
-        const create = () => http('POST', `/api/documents/${partner.name}/${kb}`, { key: partner.key, form: { type: 'file', folder, use_original_as_rewritten: 'true', file: { name, content, type: 'text/markdown' } } });
-        let created = await create();
-        // A folder looked up under the partner's old name a moment ago: 409, "send the request again".
-        if (created.status === 409) created = await create();
-        assert.equal(created.status, 201, JSON.stringify(created.body));
-        await eventually(`${name} to be embedded`, async () => (await http('GET', `/api/document/${partner.name}/${kb}/${created.body.id}`, { key: partner.key })).body.embedding_status === 'success', 120_000);
-      };
       const { partner, kb, folder } = await newKnowledgeBase(http);
-      await embedded(http, partner, kb, folder, 'tides.md', '# Tides\n\nThe harbour tide tables are printed every Monday by the harbour office.\n');
+      await embeddedDocument(http, partner, kb, folder, 'tides.md', '# Tides\n\nThe harbour tide tables are printed every Monday by the harbour office.\n');
       const quota = await newQuotaKey(http, { partner: partner.name });
       const ask = async () => {
         const r: any = await v3Client(cached.url, quota.key).responses.create({ model: 'm', input: 'When are the harbour tide tables printed?', metadata: { service: { character: { name: 'Clerk', knowledge_base: { partner: partner.name, kb } } } } } as any);
@@ -282,7 +261,7 @@ describe('messaging v3: knowledge context and visibility items', function () {
       const other = { name: partner.name, key: taken.body.api_key as string };
       assert.equal((await elsewhere('POST', `/api/knowledgebases/${other.name}`, { key: other.key, form: { name: kb } })).status, 201);
       assert.equal((await elsewhere('POST', `/api/folders/${other.name}/${kb}`, { key: other.key, form: { name: folder } })).status, 201);
-      await embedded(elsewhere, other, kb, folder, 'ledger.md', '# Ledger\n\nThe harbour tide tables of the new partner are printed on Fridays.\n');
+      await embeddedDocument(elsewhere, other, kb, folder, 'ledger.md', '# Ledger\n\nThe harbour tide tables of the new partner are printed on Fridays.\n');
 
       assert.deepEqual(await ask(), ['tides.md'], "never the other partner's document");
     } finally {
