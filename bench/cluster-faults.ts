@@ -34,7 +34,7 @@ import { connectTemporalClient, isWorkflowRunning } from '../lib/platform/tempor
 import { dropDatabase } from '../scripts/stack.js';
 import { freeClusterPorts, startCluster, type Cluster } from '../scripts/cluster.js';
 import { concatWithPauses, libraryPassage, speak } from '../test/support/audio.js';
-import { fmt, machineLine, percentile, writeSection } from './support/results.js';
+import { describeLoad, fmt, machineLine, percentile, readLoad, writeSection, type LoadReading } from './support/results.js';
 
 const DOCUMENTS = Number(process.env.FAULT_DOCUMENTS ?? 400);
 const LOAD_SECONDS = Number(process.env.FAULT_LOAD_SECONDS ?? 110);
@@ -121,6 +121,8 @@ async function main() {
   const databaseUrl = `${process.env.TEST_DATABASE_BASE_URL ?? 'postgresql://postgres@127.0.0.1:5432'}/dwb_faults_${process.pid}`;
   const databases = [databaseUrl, `${databaseUrl}_temporal`, `${databaseUrl}_temporal_visibility`];
   for (const db of databases) await dropDatabase(db);
+  // Other work on the machine stretches every time below: the reading says how quiet it was.
+  const loadBefore = await readLoad();
   say('bundling the workflows');
   const bundle = await bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)), logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error: console.error } });
   const bundlePath = path.join(dataDir, 'workflow-bundle.js');
@@ -145,7 +147,7 @@ async function main() {
   });
   let results: { text: string; problems: string[] };
   try {
-    results = await run(cluster);
+    results = await run(cluster, loadBefore);
   } finally {
     await cluster.stop();
     for (const db of databases) await dropDatabase(db).catch(() => undefined);
@@ -156,7 +158,7 @@ async function main() {
   if (results.problems.length) throw new Error(`${results.problems.length} problems (first: ${results.problems[0]})`);
 }
 
-async function run(cluster: Cluster): Promise<{ text: string; problems: string[] }> {
+async function run(cluster: Cluster, loadBefore: LoadReading): Promise<{ text: string; problems: string[] }> {
   const api = cluster.apiUrl;
   const services = createServices(loadConfig({ ...cluster.env, STORAGE_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'dwb-faults-check-')) }), 'fault-check');
   const admin = { 'X-API-Key': adminKey };
@@ -204,9 +206,11 @@ async function run(cluster: Cluster): Promise<{ text: string; problems: string[]
     }
   });
 
-  // The searcher: one search after another, from the start of the load to its end.
+  // The searcher: one search after another, from the start of the load until the last creation
+  // has its answer (on a loaded machine the creators' schedule runs past LOAD_SECONDS).
+  let creating = true;
   const searcher = (async () => {
-    while (Date.now() < loadEnds) {
+    while (creating || Date.now() < loadEnds) {
       const r = await call(`${api}/api/rag-test/search`, { method: 'POST', headers: { ...key, 'content-type': 'application/json' }, body: JSON.stringify({ partner: partnerName, kb, user_message: `topic number ${searches.length % 50}` }) });
       searches.push(r.outcome);
       await pause(100);
@@ -280,9 +284,10 @@ async function run(cluster: Cluster): Promise<{ text: string; problems: string[]
     event('object store started again');
   })();
 
-  await Promise.all([...creators, searcher, faults]);
+  await Promise.all(creators);
+  creating = false;
+  await Promise.all([searcher, faults]);
   const { transcripts, voices } = await media;
-  const loadSeconds = since(t0);
   event(`load over: ${creations.filter((o) => o.status === 201).length} documents created, ${searches.length} searches`);
 
   // Everything submitted ends done.
@@ -365,13 +370,13 @@ async function run(cluster: Cluster): Promise<{ text: string; problems: string[]
 
   const searchMs = searches.filter((o) => o.status === 200).map((o) => o.ms);
   const createMs = creations.filter((o) => o.status === 201).map((o) => o.ms);
-  const window = [t0, t0 + loadSeconds * 1000] as const;
+  const searchesEnd = Math.max(...searches.map((o) => o.at + o.ms));
   // The creators' schedule ends before the load does: their window closes with their last answer.
   const creationsEnd = Math.max(...creations.map((o) => o.at + o.ms));
   const lines = [
     '# The cluster profile under faults (`npm run faults:cluster`)',
     '',
-    `Run ${new Date(runStarted).toISOString()} (${fmt(since(runStarted), 0)} s in all) on ${machineLine()}. The cluster profile of scripts/cluster.ts on free ports, everything on this one machine; the clients are this process.`,
+    `Run ${new Date(runStarted).toISOString()} (${fmt(since(runStarted), 0)} s in all) on ${machineLine()}. Before: ${describeLoad(loadBefore)}. The cluster profile of scripts/cluster.ts on free ports, everything on this one machine; the clients are this process.`,
     '',
     '## What happened',
     '',
@@ -396,7 +401,7 @@ async function run(cluster: Cluster): Promise<{ text: string; problems: string[]
     '',
     '| Client | Requests | Answered | p50 / p99 (ms) | Longest gap between answers | Failed, by status |',
     '|---|---:|---:|---:|---:|---|',
-    `| Searches (POST /api/rag-test/search, one after another) | ${searches.length} | ${searchMs.length} | ${fmt(percentile(searchMs, 50), 0)} / ${fmt(percentile(searchMs, 99), 0)} | ${longestGap(searches, ...window)} | ${failuresByStatus(searches)} |`,
+    `| Searches (POST /api/rag-test/search, one after another) | ${searches.length} | ${searchMs.length} | ${fmt(percentile(searchMs, 50), 0)} / ${fmt(percentile(searchMs, 99), 0)} | ${longestGap(searches, t0, searchesEnd)} | ${failuresByStatus(searches)} |`,
     `| Document creations (single uploads, a failed one sent again) | ${creations.length} | ${createMs.length} | ${fmt(percentile(createMs, 50), 0)} / ${fmt(percentile(createMs, 99), 0)} | ${longestGap(creations, t0, creationsEnd)} | ${failuresByStatus(creations)} |`,
     '',
     problems.length ? `**${problems.length} problems:**\n\n${problems.slice(0, 30).map((p) => `- ${p}`).join('\n')}` : 'No problem found.',
