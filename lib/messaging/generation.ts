@@ -475,15 +475,15 @@ class KnowledgeSearchFailed extends Error {
 
 function streamError(err: unknown, model: string, sequence: number, log: Logger) {
   const e = err instanceof KnowledgeSearchFailed ? knowledgeSearchError(err.cause, log) : toUpstreamError(err, model).openaiError;
-  return { type: 'error', code: e.code, message: e.message, param: e.param ?? null, sequence_number: sequence, error: e };
+  return { type: 'error', code: e.code, message: e.message, param: e.param, sequence_number: sequence, error: e };
 }
 
 /** What a JSON answer would have said (503 for an unavailable index or encoder, else 500), in the stream's error event. */
 function knowledgeSearchError(err: unknown, log: Logger): UpstreamError['openaiError'] {
-  if (err instanceof ServiceUnavailable) return { message: `the knowledge search failed: ${err.message}; try again shortly`, type: 'server_error', code: 'unavailable' };
-  if (err instanceof AppError && err.status < 500) return { message: `the knowledge search failed: ${err.message}`, type: 'invalid_request_error', code: err.code };
+  if (err instanceof ServiceUnavailable) return { message: `the knowledge search failed: ${err.message}; try again shortly`, type: 'server_error', code: 'unavailable', param: null };
+  if (err instanceof AppError && err.status < 500) return { message: `the knowledge search failed: ${err.message}`, type: 'invalid_request_error', code: err.code, param: null };
   log.error('knowledge search failed in a stream', { err });
-  return { message: 'the knowledge search failed: internal error', type: 'server_error', code: 'internal_error' };
+  return { message: 'the knowledge search failed: internal error', type: 'server_error', code: 'internal_error', param: null };
 }
 
 /**
@@ -517,6 +517,14 @@ async function knowledgeResponsesStream(
     instructions: echoedInstructions(forwarded, character),
     metadata: forwarded.metadata ?? {},
     usage: null,
+    // Members every OpenAI Response carries (clients validate them): what the request set, else OpenAI's defaults.
+    error: null,
+    incomplete_details: null,
+    parallel_tool_calls: forwarded.parallel_tool_calls ?? true,
+    temperature: forwarded.temperature ?? null,
+    tool_choice: forwarded.tool_choice ?? 'auto',
+    tools: forwarded.tools ?? [],
+    top_p: forwarded.top_p ?? null,
   };
   let usage: ProviderUsage | null = null;
   let reachedModel = false;

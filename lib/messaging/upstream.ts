@@ -142,7 +142,7 @@ export class UpstreamError extends AppError {
   constructor(
     message: string,
     status: number,
-    readonly openaiError: { message: string; type: string; code: string | null; param?: string | null },
+    readonly openaiError: { message: string; type: string; code: string | null; param: string | null },
   ) {
     super('upstream_error', message, undefined, status);
   }
@@ -154,7 +154,7 @@ export const isClientAbort = (err: unknown) => (err as Error)?.name === 'AbortEr
 export function toUpstreamError(err: unknown, model: string): UpstreamError {
   if (err instanceof UpstreamError) return err;
   if (err instanceof ProviderTimeoutError) {
-    return new UpstreamError(`model ${model}: the provider did not answer in time`, 504, { message: 'upstream timeout', type: 'server_error', code: 'timeout' });
+    return new UpstreamError(`model ${model}: the provider did not answer in time`, 504, { message: 'upstream timeout', type: 'server_error', code: 'timeout', param: null });
   }
   if (err instanceof ProviderHttpError && err.status > 0) {
     const e = err.error ?? {};
@@ -171,10 +171,10 @@ export function toUpstreamError(err: unknown, model: string): UpstreamError {
   }
   if (err instanceof ProviderAnswerError) {
     const message = `the provider's answer could not be used: ${err.message}`;
-    return new UpstreamError(`model ${model}: ${message}`, 502, { message, type: 'server_error', code: 'upstream_invalid_response' });
+    return new UpstreamError(`model ${model}: ${message}`, 502, { message, type: 'server_error', code: 'upstream_invalid_response', param: null });
   }
   const message = (err as Error)?.message ?? String(err);
-  return new UpstreamError(`model ${model}: the provider could not be reached (${message})`, 502, { message, type: 'server_error', code: 'upstream_unreachable' });
+  return new UpstreamError(`model ${model}: the provider could not be reached (${message})`, 502, { message, type: 'server_error', code: 'upstream_unreachable', param: null });
 }
 
 /**
