@@ -62,6 +62,7 @@ const goals = {
   single: { p50: 2, p99: 10 },
   c200: { p50: 20, p99: 50 },
   admissions: { oneKb: 500, acrossKbs: 1500 },
+  vsBareProxy: { singleExtraMs: 1.5, c200Ratio: 1.5, cpuRatio: 1.3 },
 };
 
 function startProcess(script: string, env: Record<string, string>, options: { nodeArgs?: string[]; stdout?: number } = {}): ChildProcess {
@@ -325,6 +326,17 @@ function goalsTable(rows: Row[], admissions: BudgetSummary | null): string {
   }
   if (rows.some((r) => r.path === 'bare proxy')) {
     lines.push(`| (floor: bare proxy) added TTFT, 1 stream / 200 streams, p50 | | ${fmt(added(1, 50, 'bare proxy'))} / ${fmt(added(200, 50, 'bare proxy'))} ms | |`);
+    // Issue #47's goals, relative to the bare proxy measured in the same run.
+    const bare = (c: number, p: number) => added(c, p, 'bare proxy');
+    const single = bare(1, 50) + goals.vsBareProxy.singleExtraMs;
+    lines.push(`| Added TTFT, 1 stream, p50, at most the bare proxy's + ${goals.vsBareProxy.singleExtraMs} ms | ≤ ${fmt(single)} ms | ${fmt(added(1, 50))} ms | ${verdict(added(1, 50), single)} |`);
+    for (const p of [50, 99]) {
+      const bound = bare(200, p) * goals.vsBareProxy.c200Ratio;
+      lines.push(`| Added TTFT, 200 streams, p${p}, at most ${goals.vsBareProxy.c200Ratio}× the bare proxy's | ≤ ${fmt(bound)} ms | ${fmt(added(200, p))} ms (${fmt(added(200, p) / bare(200, p), 2)}×) | ${verdict(added(200, p), bound)} |`);
+    }
+    const cpu = (pathName: PathName) => rows.find((r) => r.path === pathName && r.concurrency === 200)?.cpu.middle ?? NaN;
+    const cpuBound = cpu('bare proxy') * goals.vsBareProxy.cpuRatio;
+    lines.push(`| API CPU per stream at 200 streams, at most ${goals.vsBareProxy.cpuRatio}× the bare proxy's | ≤ ${fmt(cpuBound, 2)} ms | ${fmt(cpu('/v3'), 2)} ms (${fmt(cpu('/v3') / cpu('bare proxy'), 2)}×) | ${verdict(cpu('/v3'), cpuBound)} |`);
   }
   if (rows.some((r) => r.path === '/v3 (one key)')) {
     lines.push(`| (200 streams on one quota key, p50 / p99) | (same) | ${fmt(added(200, 50, '/v3 (one key)'))} / ${fmt(added(200, 99, '/v3 (one key)'))} ms | ${verdict(added(200, 50, '/v3 (one key)'), goals.c200.p50)} / ${verdict(added(200, 99, '/v3 (one key)'), goals.c200.p99)} |`);
