@@ -3,6 +3,7 @@ import http from 'node:http';
 import { client, startApi, type RunningApi } from '../support/system.js';
 import { newPartner } from '../support/fixtures.js';
 import { dialogInput } from '../dialog-analysis/support.js';
+import { newQuotaKey } from '../messaging/support.js';
 
 /**
  * Retry-After a client can trust (issue #47): several clients of one key, each honouring exactly
@@ -167,5 +168,29 @@ describe('Retry-After a client can trust: clients that wait are let through then
     // All together never more than the limit: the burst and one a second.
     assert.ok(waiters + hammer.admitted <= 10 + RUN_MS / 1000 + 1, `${waiters} + ${hammer.admitted} admitted`);
     assert.ok(records.every((r) => r.admitted.length >= 2), `each waiting client had turns: ${JSON.stringify(records.map((r) => r.admitted.length))}`);
+  });
+});
+
+describe('Retry-After a client can trust: the per-key request limits of the other interfaces', function () {
+  this.timeout(120_000);
+  let api: RunningApi;
+  let call: ReturnType<typeof client>;
+
+  before(async () => {
+    api = await startApi({ REQUESTS_PER_MINUTE_SPEECH: '60', REQUESTS_PER_MINUTE_TRANSCRIPTION: '60' });
+    call = client(api.url);
+  });
+  after(async () => api?.close());
+
+  it('a quota key on the speech interface (GET /v2/audio/voices, REQUESTS_PER_MINUTE_SPEECH)', async () => {
+    const key = (await newQuotaKey(call, { quota_type: 'speech' })).key;
+    const { records } = await honestClients(3, (address) => send(address, `${api.url}/v2/audio/voices`, { method: 'GET', headers: { authorization: `Bearer ${key}` } }));
+    assertFair(records, 10, 1);
+  });
+
+  it('a partner key on the transcription interface (GET /v2/transcript, REQUESTS_PER_MINUTE_TRANSCRIPTION)', async () => {
+    const p = await newPartner(call);
+    const { records } = await honestClients(3, (address) => send(address, `${api.url}/v2/transcript`, { method: 'GET', headers: { authorization: p.key } }));
+    assertFair(records, 10, 1);
   });
 });
