@@ -29,10 +29,14 @@ import { pipeline } from 'node:stream/promises';
 import path from 'node:path';
 import { makeScratchDir } from '../lib/platform/scratch.js';
 
-/** The source's title as the document's name, while the name is still the one taken from its URL or file. */
-function nameFromSource(doc: { nameFromSource: boolean }, title: string | null | undefined): { name: string; nameFromSource: false } | Record<string, never> {
-  const name = doc.nameFromSource ? nameFromTitle(title) : null;
-  return name ? { name, nameFromSource: false } : {};
+/**
+ * The source's title as the document's name, while the name is still the one taken from its URL or
+ * file. Decided by the row, not by what the activity read before fetching: a client that renames
+ * the document while its source is fetched keeps its name.
+ */
+async function takeNameFromSource(db: Pick<Db, 'document'>, documentId: string, title: string | null | undefined): Promise<void> {
+  const name = nameFromTitle(title);
+  if (name) await db.document.updateMany({ where: { id: documentId, nameFromSource: true }, data: { name, nameFromSource: false } });
 }
 
 export interface DigitizationActivityDeps {
@@ -139,9 +143,9 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
       data: {
         fileOriginal: `page.${extension}`,
         originalExtension: extension,
-        ...nameFromSource(doc, extracted.title),
       },
     });
+    await takeNameFromSource(db, doc.id, extracted.title);
     return { charCount: countCharacters(extracted.text), cached: false };
   }
 
@@ -165,9 +169,9 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
       data: {
         fileOriginal: 'transcript.txt',
         originalExtension: 'txt',
-        ...nameFromSource(doc, transcript.title),
       },
     });
+    await takeNameFromSource(db, doc.id, transcript.title);
     return { charCount: countCharacters(transcript.text), cached: false };
   }
 
@@ -234,9 +238,9 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
             originalExtension: 'md',
             digitizationProvider: scraper.settings.name,
             digitizationCostUsd: record.costUsd,
-            ...nameFromSource(doc, record.title),
           },
         });
+        await takeNameFromSource(tx, documentId, record.title);
       });
       await storage.removePrefix(scrapeRecord(documentId));
       return { outcome: 'scraped' };
