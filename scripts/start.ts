@@ -150,7 +150,7 @@ async function startSingleMachine(): Promise<void> {
   say(`Temporal         ${config.temporalAddress}${process.env.TEMPORAL_ADDRESS ? '' : `   Web UI: http://127.0.0.1:${uiPort}`}`);
   // The operator guide's `temporal ...` commands, from any shell in this checkout (scripts/temporal.ts).
   const cliEnv = ['TEMPORAL_ADDRESS', 'TEMPORAL_NAMESPACE'].filter((name) => process.env[name]).map((name) => `${name}=${process.env[name]} `).join('');
-  say(`Temporal CLI     ${cliEnv}npm run -s temporal -- workflow list   (any \`temporal ...\` of the README: npm run -s temporal -- ...; the binary: ${binaries.temporal})`);
+  say(`Temporal CLI     ${cliEnv}npm run -s temporal -- workflow list   (any \`temporal ...\` of docs/operations.md: npm run -s temporal -- ...; the binary: ${binaries.temporal})`);
   say(`Weaviate         ${config.weaviateUrl}`);
   say(`Logs             .data/logs/{api,worker,temporal,weaviate}.log`);
   say('Ctrl-C stops everything started here.');
