@@ -96,8 +96,9 @@ export function buildOpenApi(interfaces: ApiInterface[], version: string, option
       const responses: Record<string, unknown> = commonResponses(route, api.errorStyle ?? 'detail', options.anonymousLimited ?? false);
       for (const [status, r] of Object.entries(route.responses)) {
         const types = [r.contentType ?? 'application/json'].flat();
-        responses[status] = r.schema
-          ? { description: r.description, content: Object.fromEntries(types.map((t) => [t, { schema: r.schema }])) }
+        const content = r.content ?? (r.schema ? Object.fromEntries(types.map((t) => [t, r.schema!])) : null);
+        responses[status] = content
+          ? { description: r.description, content: Object.fromEntries(Object.entries(content).map(([t, schema]) => [t, { schema }])) }
           : { description: r.description };
       }
       (paths[route.path] ??= {})[route.method] = {

@@ -45,6 +45,8 @@ export interface RouteResponse {
   schema?: JsonSchema;
   /** The media type(s) of the body (default application/json). */
   contentType?: string | string[];
+  /** Bodies of different media types with schemas of their own (JSON, or an SSE stream of the same route); instead of schema and contentType. */
+  content?: Record<string, JsonSchema>;
 }
 
 export interface HandlerInput<P = unknown, Q = unknown, B = unknown> {

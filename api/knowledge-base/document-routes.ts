@@ -39,7 +39,7 @@ export function documentRoutes(deps: ApiDeps): RouteDefinition[] {
       method: 'post', path: '/api/documents/{partner}/{kb}/batch', access: 'partner', summary: 'Import up to 1,000 URLs',
       description: 'One document per URL, each created and admitted on its own. Answers `{summary: {total, succeeded, failed}, results: [{url, status: success|failed, document_id, error?}]}`.',
       params: s.pathParams('partner', 'kb'), body: { type: 'json', schema: s.batchUrlBody },
-      responses: { 200: { description: 'Per-URL results and summary' }, ...s.standardErrors },
+      responses: { 200: { description: 'Per-URL results and summary', schema: s.batchUrlAnswer }, ...s.standardErrors },
       handler: async ({ params, body }) => ({
         body: await createDocumentsFromUrls({ db, storage: deps.storage, temporal: deps.temporal, taskQueue: deps.config.temporalTaskQueue }, params.partner, params.kb, body),
       }),
@@ -48,7 +48,7 @@ export function documentRoutes(deps: ApiDeps): RouteDefinition[] {
       method: 'post', path: '/api/documents/{partner}/{kb}/files/batch', access: 'partner', summary: 'Upload several files at once',
       description: `Field \`files\` (repeatable), at most ${batchUploadLimits.maxFiles} files and ${batchUploadLimits.maxTotalBytes / 1024 ** 3} GiB in total. Each file is validated and admitted on its own; one failure never rolls back the others. Answers \`{summary: {total, succeeded, failed}, results: [{filename, status, document_id, error?, http_status?}]}\`.`,
       params: s.pathParams('partner', 'kb'), body: { type: 'form', schema: s.batchUploadForm, files: [{ name: 'files', maxCount: batchUploadLimits.maxFiles }], maxTotalBytes: Math.min(batchUploadLimits.maxTotalBytes, deps.config.limits.batchUploadMaxBytes) },
-      responses: { 200: { description: 'Per-file results and summary' }, 413: { description: 'Batch too large' }, ...s.standardErrors },
+      responses: { 200: { description: 'Per-file results and summary', schema: s.batchUploadAnswer }, 413: { description: 'Batch too large' }, ...s.standardErrors },
       handler: async ({ params, body, files }) => ({
         body: await createDocumentsFromBatch({ db, storage: deps.storage, temporal: deps.temporal, taskQueue: deps.config.temporalTaskQueue }, params.partner, params.kb, body, files),
       }),
@@ -56,20 +56,20 @@ export function documentRoutes(deps: ApiDeps): RouteDefinition[] {
     defineRoute<P, ListingPage>({
       method: 'get', path: '/api/documents/{partner}/{kb}', access: 'partner', summary: 'The knowledge base with all its documents',
       description: 'The KB object (2.2) plus `documents` (2.5, each with `lifetime_usage`, in creation order) and `embedding_info` (aggregate counts). Optional `limit` (1-1000) and `cursor` page through the documents: the answer then also has `next_cursor` (null on the last page). Without them, every document.',
-      params: s.pathParams('partner', 'kb'), query: s.listingQuery, responses: { 200: { description: 'KB with documents' }, ...s.standardErrors },
+      params: s.pathParams('partner', 'kb'), query: s.listingQuery, responses: { 200: { description: 'KB with documents', schema: s.documentListingAnswer }, ...s.standardErrors },
       handler: async ({ params, query, principal }) => ({ body: await listKnowledgeBaseDocuments(db, params.partner, params.kb, principal!.isAdmin, query) }),
     }),
     defineRoute<P, ListingPage>({
       method: 'get', path: '/api/kb-data/{partner}/{kb}', access: 'partner', summary: 'Combined knowledge-base data (spec 2.6)',
       description: 'Optional `limit` (1-1000) and `cursor` page through `documents` as on `GET /api/documents/{partner}/{kb}` (then `next_cursor`); every other field is whole on every page.',
-      params: s.pathParams('partner', 'kb'), query: s.listingQuery, responses: { 200: { description: 'documents, folders, pending_folder_deletions, embedding_info, budget, folder_details, usage_totals, quota_info, vendor_sync (partners with vendor sync enabled: `{counts: {eligible, pending, synced, failed, not_queued}, last_synced_at}`), deletion_requested_at' }, ...s.standardErrors },
+      params: s.pathParams('partner', 'kb'), query: s.listingQuery, responses: { 200: { description: 'Combined data (spec 2.6)', schema: s.combinedDataAnswer }, ...s.standardErrors },
       handler: async ({ params, query, principal }) => ({
         body: await combinedKnowledgeBaseData(db, params.partner, params.kb, principal!.isAdmin, { folderDetails: (kbId) => channelFolderDetails(db, kbId), vendorSync: (kbId) => vendorSyncSummary(db, kbId) }, query),
       }),
     }),
     defineRoute<P>({
       method: 'get', path: '/api/kb-stats/{partner}/{kb}', access: 'partner', summary: 'Knowledge-base statistics (spec 2.6)',
-      params: s.pathParams('partner', 'kb'), responses: { 200: { description: 'Counts and character totals' }, ...s.standardErrors },
+      params: s.pathParams('partner', 'kb'), responses: { 200: { description: 'Counts and character totals', schema: s.kbStatsAnswer }, ...s.standardErrors },
       handler: async ({ params }) => ({ body: await kbStats(db, params.partner, params.kb) }),
     }),
     defineRoute<P, unknown, { name: string; folder: string; type: 'file' | 'url'; url?: string }>({

@@ -95,7 +95,7 @@ export function queueRoutes(deps: ApiDeps): RouteDefinition[] {
       method: 'post', path: '/api/queue/process', access: 'authenticated', summary: 'Digitize or rewrite one document',
       description: 'The key needs access to the partner in the query. `digitize` extracts the original again and continues as the document\'s auto_rewrite / use_original_as_rewritten say; `rewrite` rewrites the digitized content and embeds it. Budget blocks are not errors: the document shows `BUDGET_BLOCKED:` and resumes by itself.',
       query: processQuery, body: { type: 'json', schema: processBody },
-      responses: { 202: { description: '`{status: queued, action, document_id, workflow_id, steps, content_type}`' }, 409: { description: 'Already being processed, or nothing to process' }, ...s.standardErrors },
+      responses: { 202: { description: 'Queued', schema: s.processAnswer }, 409: { description: 'Already being processed, or nothing to process' }, ...s.standardErrors },
       handler: async ({ query, body, principal }) => {
         if (!principal!.isAdmin && principal!.partnerName !== query.partner) throw forbidden('this key has no access to that partner');
         const result = await queueProcess(queueDeps, {
@@ -133,28 +133,28 @@ export function queueRoutes(deps: ApiDeps): RouteDefinition[] {
     defineRoute({
       method: 'get', path: '/api/queue', access: 'admin', summary: 'Combined queue status',
       description: '`queues`: documents per queue (their `in_queues` markers); `jobs`: running document pipelines by status; `budget_blocked_documents`.',
-      responses: { 200: { description: '`{queues, jobs: {total, by_status}, budget_blocked_documents}`' }, ...s.standardErrors },
+      responses: { 200: { description: 'Queue status', schema: s.queueStatusAnswer }, ...s.standardErrors },
       handler: async () => ({ body: await queueStatus(queueDeps) }),
     }),
     defineRoute<unknown, { limit: number }>({
       method: 'get', path: '/api/queue/jobs', access: 'admin', summary: 'Running document pipeline jobs',
       query: { type: 'object', additionalProperties: false, properties: { limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } } },
-      responses: { 200: { description: '`{jobs: [{workflow_id, document_id, document_name, partner, knowledge_base_id, status, budget_blocked, started_at, in_queues, processing_error}], limit}`' }, ...s.standardErrors },
+      responses: { 200: { description: 'Running jobs', schema: s.queueJobsAnswer }, ...s.standardErrors },
       handler: async ({ query }) => ({ body: await queueJobs(queueDeps, query.limit) }),
     }),
     defineRoute({
       method: 'get', path: '/api/queue/debug', access: 'admin', summary: 'Queue markers correlated with running jobs',
-      responses: { 200: { description: '`{marker_count, job_count, orphan_markers, unmarked_jobs}`' }, ...s.standardErrors },
+      responses: { 200: { description: 'Markers and jobs', schema: s.queueDebugAnswer }, ...s.standardErrors },
       handler: async () => ({ body: await queueDebug(queueDeps) }),
     }),
     defineRoute({
       method: 'post', path: '/api/queue/retry-failed', access: 'admin', summary: 'Retry every failed rewrite',
-      responses: { 200: { description: '`{status: queued, retried, document_ids}`' }, ...s.standardErrors },
+      responses: { 200: { description: 'Queued again', schema: s.retryFailedAnswer }, ...s.standardErrors },
       handler: async () => ({ body: await retryFailedRewrites(queueDeps) }),
     }),
     defineRoute({
       method: 'delete', path: '/api/queue/clear-orphans', access: 'admin', summary: 'Clear queue markers of documents without a running job',
-      responses: { 200: { description: '`{status: cleared, cleared, document_ids}`' }, ...s.standardErrors },
+      responses: { 200: { description: 'Cleared', schema: s.clearOrphansAnswer }, ...s.standardErrors },
       handler: async () => ({ body: await clearOrphanMarkers(queueDeps) }),
     }),
   ];

@@ -28,12 +28,12 @@ export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
   return [
     defineRoute({
       method: 'get', path: '/api/content_types', access: 'none', summary: 'List rewrite content types',
-      responses: { 200: { description: 'Content types' } },
+      responses: { 200: { description: 'Content types', schema: s.contentTypesAnswer } },
       handler: async () => ({ body: { content_types: contentTypeCatalog } }),
     }),
     defineRoute({
       method: 'get', path: '/api/auth/me', access: 'authenticated', summary: "The key's partner scope and admin flag",
-      responses: { 200: { description: '`{partner, isAdmin}`' }, ...s.standardErrors },
+      responses: { 200: { description: '`{partner, isAdmin}`', schema: s.authMeAnswer }, ...s.standardErrors },
       handler: async ({ principal }) => ({ body: { partner: principal!.partnerName, isAdmin: principal!.isAdmin } }),
     }),
     defineRoute({
@@ -79,7 +79,7 @@ export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
       params: s.pathParams('partner'), query: s.partnerDeletionQuery,
       description:
         '409 (spec 4.5) while any of its documents has vectors or is being embedded, has a copy in a vendor vector store, or its knowledge bases hold an unsettled budget reservation; the answer counts each (`blocking`). Delete those knowledge bases first, or send `force=true`. Otherwise runs the deletion workflow `delete-partner-<id>`: the partner\'s key stops working at once; its channel sources and document processing are stopped, every document is purged (vectors, files, vendor copies, budget holds), then the partner goes with its knowledge bases, voices, transcripts and analyses. Answers `{status: "deleted", name}` when that finishes within 3 s, else `{status: "delete_pending", name, deletion_workflow_id, pending_cleanup}`; asking again while it runs answers the same.',
-      responses: { 200: { description: '`{status: "deleted" | "delete_pending", name, ...}`' }, 409: { description: 'Vector state, vendor copies or unsettled budget holds remain (without force=true)' }, ...s.standardErrors },
+      responses: { 200: { description: '`{status: "deleted" | "delete_pending", name, ...}`', schema: s.partnerDeletionAnswer }, 409: { description: 'Vector state, vendor copies or unsettled budget holds remain (without force=true)' }, ...s.standardErrors },
       handler: async ({ params, query }) => ({ body: await deletePartner(deletionDeps, params.partner, query.force) }),
     }),
     defineRoute<{ partner: string }>({
@@ -93,13 +93,13 @@ export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
     }),
     defineRoute<{ partner: string }>({
       method: 'get', path: '/api/knowledgebases/{partner}', access: 'partner', summary: "List the partner's knowledge bases",
-      params: s.pathParams('partner'), responses: { 200: { description: 'Array of KB objects (spec 2.2)' }, ...s.standardErrors },
+      params: s.pathParams('partner'), responses: { 200: { description: 'Array of KB objects (spec 2.2)', schema: { type: 'array', items: s.knowledgeBaseObject } }, ...s.standardErrors },
       handler: async ({ params }) => ({ body: await Promise.all((await listKnowledgeBases(db, params.partner)).map((kb) => describeKnowledgeBase(db, kb))) }),
     }),
     defineRoute<{ partner: string }, unknown, KnowledgeBaseInput>({
       method: 'post', path: '/api/knowledgebases/{partner}', access: 'partner', summary: 'Create a knowledge base',
       params: s.pathParams('partner'), body: { type: 'form', schema: s.createKnowledgeBaseForm },
-      responses: { 201: { description: 'The new KB object (spec 2.2) with its limits' }, 409: { description: 'Name taken' }, ...s.standardErrors },
+      responses: { 201: { description: 'The new KB object (spec 2.2) with its limits', schema: s.knowledgeBaseObject }, 409: { description: 'Name taken' }, ...s.standardErrors },
       handler: async ({ params, body }) => ({ status: 201, body: await describeKnowledgeBase(db, await createKnowledgeBase(db, params.partner, body)) }),
     }),
     defineRoute<{ partner: string; kb: string }>({
@@ -120,7 +120,7 @@ export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
     }),
     defineRoute<{ partner: string; kb: string }>({
       method: 'get', path: '/api/knowledgebases/{partner}/{kb}/uncertain-operations', access: 'admin', summary: 'Operations whose provider outcome is unresolved',
-      params: s.pathParams('partner', 'kb'), responses: { 200: { description: '`{operations: [{operation_key, workflow_id, document_id, category, bound, created_at, note}]}`' }, ...s.standardErrors },
+      params: s.pathParams('partner', 'kb'), responses: { 200: { description: 'The operations whose outcome is unresolved', schema: s.uncertainOperationsAnswer }, ...s.standardErrors },
       handler: async ({ params }) => ({ body: { operations: await listUncertainOperations(db, (await findKnowledgeBase(db, params.partner, params.kb)).kb.id) } }),
     }),
     defineRoute<{ partner: string; kb: string }, unknown, ResolveOperationRequest>({
@@ -136,7 +136,7 @@ export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
     }),
     defineRoute<{ partner: string; kb: string }>({
       method: 'get', path: '/api/folders/{partner}/{kb}', access: 'partner', summary: 'List folder names',
-      params: s.pathParams('partner', 'kb'), responses: { 200: { description: '`{folders: [string]}`' }, ...s.standardErrors },
+      params: s.pathParams('partner', 'kb'), responses: { 200: { description: 'Folder names', schema: s.folderNamesAnswer }, ...s.standardErrors },
       handler: async ({ params }) => ({ body: { folders: (await listFolders(db, params.partner, params.kb)).map((f) => f.name) } }),
     }),
     defineRoute<{ partner: string; kb: string }, unknown, CreateChannelFolderInput & { type: 'regular' | 'video_channel' }>({
@@ -145,7 +145,7 @@ export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
         'A regular folder, or a `video_channel` folder with its channel source (workflow `channel-source-<id>`), created together. A channel folder waits up to 10 s for the first resolution of its channel: a channel that does not exist answers 404 and a channel another folder of the KB already has answers 409 (with `duplicate_source` and `duplicate_document_ids`); nothing is kept then.',
       params: s.pathParams('partner', 'kb'), body: { type: 'form', schema: s.createFolderForm },
       responses: {
-        201: { description: '`{name, type, created_at}`, and `channel_source` (the folder_details entry) for a video_channel folder' },
+        201: { description: '`{name, type, created_at}`, and `channel_source` (the folder_details entry) for a video_channel folder', schema: s.createdFolderAnswer },
         ...s.standardErrors,
         403: { description: 'No access, or video URLs are not enabled for the partner', schema: s.detailError },
         404: { description: 'Knowledge base, or the channel, does not exist', schema: s.detailError },

@@ -1,4 +1,5 @@
 import { decimalAmountFormat, decimalAmountPattern, type JsonSchema } from '../http/validation.js';
+import { arrayOf, boolean, dateTime, integer, mapOf, nullable, number, object, text, texts, uuid } from '../http/answer-schemas.js';
 import { ocrLanguages, ocrLanguagesSetting } from '../../lib/digitization/ocr.js';
 import { partnerNamePattern } from '../../lib/partners/partners.js';
 import { documentUrlMaxLength } from '../../lib/knowledge/documents.js';
@@ -49,22 +50,16 @@ export const partnerUpdateForm: JsonSchema = {
   properties: { ...(partnerSettingsForm.properties as object), new_name: partnerName },
 };
 
-export const partnerObject: JsonSchema = {
-  type: 'object',
-  properties: {
-    name: { type: 'string' },
-    max_documents: { type: 'integer' },
-    allow_audio_video: { type: 'boolean' },
-    vendor_sync_enabled: { type: 'boolean' },
-    created_at: { type: 'string', format: 'date-time' },
-    updated_at: { type: 'string', format: 'date-time' },
-  },
-};
+export const partnerObject: JsonSchema = object({
+  name: text,
+  max_documents: integer,
+  allow_audio_video: boolean,
+  vendor_sync_enabled: boolean,
+  created_at: dateTime,
+  updated_at: dateTime,
+});
 
-export const partnerWithKey: JsonSchema = {
-  type: 'object',
-  properties: { ...(partnerObject.properties as object), api_key: { type: 'string', description: 'Shown once; only a hash is stored' } },
-};
+export const partnerWithKey: JsonSchema = object({ ...(partnerObject.properties as Record<string, JsonSchema>), api_key: { type: 'string', description: 'Shown once; only a hash is stored' } });
 
 /** OCR languages of scanned pages and images (README, "Digitization"): up to five, comma-separated. */
 const ocrLanguagesField: JsonSchema = {
@@ -104,26 +99,30 @@ export const createFolderForm: JsonSchema = {
   },
 };
 
-export const channelSourceObject: JsonSchema = {
-  type: 'object',
-  description: 'A video-channel folder as folder_details shows it (spec 2.4)',
-  properties: {
-    id: { type: 'string', format: 'uuid', description: 'Durable source ID; its workflow is channel-source-<id>' },
-    name: { type: 'string' },
+const nullableText = nullable(text);
+const nullableDateTime = nullable(dateTime);
+const nullableInteger = nullable(integer);
+const nullableNumber = nullable(number);
+
+export const channelSourceObject: JsonSchema = object(
+  {
+    id: { ...uuid, description: 'Durable source ID; its workflow is channel-source-<id>' },
+    name: text,
     type: { enum: ['video_channel'] },
-    channel_url: { type: 'string' },
-    channel_id: { type: ['string', 'null'] },
-    enabled: { type: 'boolean' },
+    channel_url: text,
+    channel_id: nullableText,
+    enabled: boolean,
     model_tier: { enum: ['standard', 'economy'] },
     status: { enum: ['pending', 'syncing', 'synced', 'incomplete', 'budget_blocked', 'paused', 'error', 'duplicate'] },
-    last_error: { type: ['string', 'null'] },
-    last_sync_at: { type: ['string', 'null'], format: 'date-time' },
-    next_sync_at: { type: ['string', 'null'], format: 'date-time' },
-    counts: { type: 'object', properties: Object.fromEntries(['pending', 'deferred', 'imported', 'duplicate', 'suppressed'].map((k) => [k, { type: 'integer' }])) },
-    duplicate_source: { type: ['object', 'null'], properties: { id: { type: 'string' }, folder: { type: 'string' }, channel_url: { type: 'string' }, channel_id: { type: ['string', 'null'] } } },
-    duplicate_document_ids: { type: 'array', maxItems: 100, items: { type: 'string' } },
+    last_error: nullableText,
+    last_sync_at: nullableDateTime,
+    next_sync_at: nullableDateTime,
+    counts: object(Object.fromEntries(['pending', 'deferred', 'imported', 'duplicate', 'suppressed'].map((k) => [k, integer]))),
+    duplicate_source: nullable(object({ id: text, folder: text, channel_url: text, channel_id: nullableText })),
+    duplicate_document_ids: { type: 'array', maxItems: 100, items: text },
   },
-};
+  { description: 'A video-channel folder as folder_details shows it (spec 2.4)' },
+);
 
 export const patchChannelBody: JsonSchema = {
   type: 'object',
@@ -254,21 +253,63 @@ export const standardErrors = {
   404: { description: 'Not found', schema: detailError },
 };
 
-export const documentObject: JsonSchema = {
-  type: 'object',
-  description: 'Document (knowledge-base spec 2.5)',
-  properties: {
-    id: { type: 'string', format: 'uuid' },
-    name: { type: 'string' },
-    folder: { type: 'string' },
+/** lifetime_usage (2.2, 2.5): aggregates of settled usage events. */
+export const usageTotalsObject: JsonSchema = object({
+  event_count: integer,
+  priced_event_count: integer,
+  unpriced_event_count: integer,
+  cost_usd_total: number,
+  rewrite_event_count: integer,
+  digitization_event_count: integer,
+});
+
+export const documentObject: JsonSchema = object(
+  {
+    id: uuid,
+    name: text,
+    folder: text,
     type: { type: 'string', enum: ['file', 'url'] },
-    in_queues: { type: 'array', items: { type: 'string' } },
-    processing_error: { type: ['string', 'null'] },
-    embedding_status: { type: ['string', 'null'], enum: ['pending', 'in_progress', 'success', 'failed', null] },
-    embedded_at: { type: ['string', 'null'], format: 'date-time' },
-    embedding_chunk_count: { type: ['integer', 'null'] },
+    url: nullableText,
+    file_original: nullableText,
+    file_digitized: nullableText,
+    file_rewritten_draft: nullableText,
+    file_rewritten: nullableText,
+    user_email: nullableText,
+    in_queues: texts,
+    expert_name: nullableText,
+    auto_rewrite: boolean,
+    use_original_as_rewritten: boolean,
+    model_tier: { enum: ['standard', 'economy'] },
+    ocr_languages: texts,
+    digitization_provider: nullableText,
+    digitization_cost_usd: nullableNumber,
+    rewrite_model: nullableText,
+    input_file_tokens: nullableInteger,
+    rewrite_input_tokens_total: nullableInteger,
+    rewrite_input_tokens_passes: { type: 'array', items: integer, description: 'Input tokens of each rewrite pass' },
+    rewrite_output_tokens: nullableInteger,
+    rewrite_cost_usd: nullableNumber,
+    rewrite_completed_at: nullableDateTime,
+    processing_error: { type: ['string', 'null'], description: 'null, `BUDGET_BLOCKED:<reason>: <detail>` while the budget holds it back, or the failed step\'s message' },
+    embedding_status: nullable({ type: 'string', enum: ['pending', 'in_progress', 'success', 'failed'] }),
+    embedding_error: nullableText,
+    embedded_at: nullableDateTime,
+    embedding_chunk_count: nullableInteger,
+    embedding_dense_vector_count: nullableInteger,
+    embedding_bm25_language_counts: mapOf(integer, 'Chunks indexed per BM25 analyzer language'),
+    vectorstore_document_id: nullableText,
+    deletion_requested_at: nullableDateTime,
+    digitized_char_count: nullableInteger,
+    draft_rewrite_char_count: nullableInteger,
+    final_rewrite_char_count: nullableInteger,
+    created_at: dateTime,
+    updated_at: dateTime,
+    lifetime_usage: { ...usageTotalsObject, description: 'In listings (GET /api/documents, /api/kb-data)' },
+    rewrite_provider: { type: ['string', 'null'], description: 'Administrator only' },
+    rewrite_provider_inferred: { type: ['boolean', 'null'], description: 'Administrator only' },
   },
-};
+  { description: 'Document (knowledge-base spec 2.5)', optional: ['lifetime_usage', 'rewrite_provider', 'rewrite_provider_inferred'] },
+);
 
 const limitValue: JsonSchema = { anyOf: [{ type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER }, { type: 'null' }] };
 
@@ -290,19 +331,23 @@ export const limitsPatchBody: JsonSchema = {
   },
 };
 
-export const budgetStatusObject: JsonSchema = {
-  type: 'object',
-  description: 'KB budget status (spec 2.3)',
-  properties: {
-    limits: { type: 'object' },
-    characters: { type: 'object' },
-    tokens: { type: 'object' },
-    dollars: { type: 'object' },
-    uncertain_operations: { type: 'integer' },
-    blocking_reasons: { type: 'array', items: { type: 'object', properties: { type: { enum: ['limit_exhausted', 'unknown_historical_usage', 'unresolved_provider_outcome'] }, dimension: { type: 'string' }, detail: { type: 'string' } } } },
-    blocked: { type: 'boolean' },
+const limitsObject: JsonSchema = object({ character_limit: nullableNumber, token_limit: nullableNumber, dollar_limit_usd: nullableNumber }, { description: 'null: no limit' });
+const budgetDimension: JsonSchema = object({ limit: nullableNumber, consumed: nullableNumber, reserved: nullableNumber, remaining: nullableNumber, unknown_events: integer });
+
+export const budgetStatusObject: JsonSchema = object(
+  {
+    limits: limitsObject,
+    characters: budgetDimension,
+    tokens: budgetDimension,
+    dollars: budgetDimension,
+    uncertain_operations: integer,
+    blocking_reasons: arrayOf(
+      object({ type: { enum: ['limit_exhausted', 'unknown_historical_usage', 'unresolved_provider_outcome'] }, dimension: { enum: ['characters', 'tokens', 'dollars'] }, detail: text }, { optional: ['dimension'] }),
+    ),
+    blocked: boolean,
   },
-};
+  { description: 'KB budget status (spec 2.3)' },
+);
 
 export const resolveOperationBody: JsonSchema = {
   type: 'object',
@@ -362,14 +407,19 @@ export const partnerDeletionQuery: JsonSchema = {
   },
 };
 
-export const deletionResult: JsonSchema = {
-  type: 'object',
-  properties: {
+export const deletionResult: JsonSchema = object(
+  {
+    id: { ...uuid, description: 'A document\'s deletion' },
+    name: { ...text, description: 'A folder\'s, knowledge base\'s or partner\'s deletion' },
     status: { enum: ['deleted', 'delete_pending'] },
-    deletion_workflow_id: { type: 'string' },
-    pending_cleanup: { type: 'object', properties: { documents: { type: 'integer' }, active_processing_workflows: { type: 'integer' }, vectors: { type: 'boolean' }, files: { type: 'boolean' } } },
+    deletion_workflow_id: text,
+    pending_cleanup: object(
+      { documents: integer, active_processing_workflows: integer, channel_sources: integer, vectors: boolean, files: boolean },
+      { optional: ['documents', 'active_processing_workflows', 'channel_sources'] },
+    ),
   },
-};
+  { optional: ['id', 'name', 'deletion_workflow_id', 'pending_cleanup'] },
+);
 
 export const batchUploadForm: JsonSchema = {
   type: 'object',
@@ -404,3 +454,273 @@ export const batchUrlBody: JsonSchema = {
     character_limit: { type: 'integer', minimum: 1, maximum: Number.MAX_SAFE_INTEGER },
   },
 };
+
+// ---------------------------------------------------------------- answers
+// The bodies the routes answer, member for member what lib/ presents (lib/knowledge/presenters.ts,
+// document-views.ts, queue-admin.ts, lib/retrieval/embedding-status.ts, lib/vendor-sync).
+
+export const contentTypesAnswer: JsonSchema = object({
+  content_types: arrayOf(object({ id: { enum: ['auto', 'article', 'video', 'book'] }, name: text }), 'The rewrite templates (spec 4.5)'),
+});
+
+export const authMeAnswer: JsonSchema = object({ partner: { type: ['string', 'null'], description: 'null for the administrator key' }, isAdmin: boolean });
+
+export const partnerDeletionAnswer: JsonSchema = object(
+  {
+    status: { enum: ['deleted', 'delete_pending'] },
+    name: text,
+    deletion_workflow_id: text,
+    pending_cleanup: object({ vectors: boolean, files: boolean }),
+  },
+  { optional: ['deletion_workflow_id', 'pending_cleanup'] },
+);
+
+export const knowledgeBaseObject: JsonSchema = object(
+  {
+    name: text,
+    embedding_status: { type: 'string', description: 'The KB\'s aggregate embedding status; `delete_pending` while it is being deleted' },
+    expert_name: nullableText,
+    user_email: nullableText,
+    limits: limitsObject,
+    ocr_languages: texts,
+    lifetime_usage: usageTotalsObject,
+    rewrite_usage: arrayOf(
+      object({
+        model: nullableText,
+        rewritten_count: integer,
+        rejected_count: integer,
+        complete_usage_count: integer,
+        complete_cost_count: integer,
+        cost_usd_total: number,
+        input_tokens_total: integer,
+        output_tokens_total: integer,
+        fallback_complete_usage_count: integer,
+        fallback_input_tokens_total: integer,
+        fallback_output_tokens_total: integer,
+      }),
+      'Compatibility aggregates of rewrite usage (spec 2.2)',
+    ),
+    digitization_usage: object({ scraper_document_count: integer, complete_cost_count: integer, cost_usd_total: number }),
+    created_at: dateTime,
+    deletion_requested_at: nullableDateTime,
+  },
+  { description: 'Knowledge base (spec 2.2)' },
+);
+
+export const uncertainOperationsAnswer: JsonSchema = object({
+  operations: arrayOf(
+    object({
+      operation_key: text,
+      workflow_id: text,
+      document_id: nullable(uuid),
+      category: text,
+      bound: object({ characters: number, tokens: number, dollars: number }, { description: 'What the operation holds' }),
+      created_at: dateTime,
+      note: nullableText,
+    }),
+  ),
+});
+
+export const folderNamesAnswer: JsonSchema = object({ folders: texts });
+
+export const createdFolderAnswer: JsonSchema = object(
+  { name: text, type: { enum: ['regular', 'video_channel'] }, created_at: dateTime, channel_source: channelSourceObject },
+  { optional: ['channel_source'], description: '`channel_source` for a video_channel folder' },
+);
+
+const batchSummary = object({ total: integer, succeeded: integer, failed: integer });
+
+export const batchUrlAnswer: JsonSchema = object({
+  summary: batchSummary,
+  results: arrayOf(
+    object({ url: text, status: { enum: ['success', 'failed'] }, document_id: nullable(uuid), error: text }, { optional: ['error'] }),
+    'One per URL, in the order sent',
+  ),
+});
+
+export const batchUploadAnswer: JsonSchema = object({
+  summary: batchSummary,
+  results: arrayOf(
+    object(
+      { filename: text, status: { enum: ['success', 'failed'] }, document_id: nullable(uuid), error: text, http_status: { type: 'integer', description: 'The status a single upload of this file would have answered' } },
+      { optional: ['error', 'http_status'] },
+    ),
+    'One per file, in the order sent',
+  ),
+});
+
+const embeddingSummary: JsonSchema = object({
+  embedding_status: text,
+  eligible_document_count: integer,
+  pending_document_count: integer,
+  failed_document_count: integer,
+  embedded_document_count: integer,
+  chunk_count: integer,
+  last_successful_update_time: nullableDateTime,
+});
+
+const nextCursor: JsonSchema = { type: ['string', 'null'], description: 'With `limit` or `cursor`: the cursor of the next page, null on the last' };
+
+export const documentListingAnswer: JsonSchema = object(
+  {
+    ...(knowledgeBaseObject.properties as Record<string, JsonSchema>),
+    documents: arrayOf(documentObject, 'In creation order, each with `lifetime_usage`'),
+    next_cursor: nextCursor,
+    embedding_info: embeddingSummary,
+  },
+  { optional: ['next_cursor'], description: 'The KB object (spec 2.2) with its documents' },
+);
+
+export const vendorSyncCounts: JsonSchema = object({ eligible: integer, pending: integer, synced: integer, failed: integer, not_queued: integer });
+
+export const combinedDataAnswer: JsonSchema = object(
+  {
+    name: text,
+    documents: arrayOf(documentObject),
+    next_cursor: nextCursor,
+    folders: texts,
+    pending_folder_deletions: arrayOf(object({ name: text, deletion_requested_at: dateTime })),
+    embedding_info: embeddingSummary,
+    budget: budgetStatusObject,
+    folder_details: arrayOf(channelSourceObject, 'The video-channel folders'),
+    usage_totals: usageTotalsObject,
+    quota_info: { type: 'null', description: 'Kept for compatibility; always null' },
+    vendor_sync: object({ counts: vendorSyncCounts, last_synced_at: nullableDateTime }, { description: 'Partners with vendor sync enabled' }),
+    deletion_requested_at: nullableDateTime,
+  },
+  { optional: ['next_cursor', 'vendor_sync'], description: 'Combined knowledge-base data (spec 2.6)' },
+);
+
+export const kbStatsAnswer: JsonSchema = object({
+  document_count: integer,
+  digitized_count: integer,
+  draft_rewrite_count: integer,
+  final_rewrite_count: integer,
+  total_digitized_chars: integer,
+  total_draft_rewrite_chars: integer,
+  total_final_rewrite_chars: integer,
+  error_count: { type: 'integer', description: 'Failed processing or embedding; a budget block is not an error' },
+  embedded_count: integer,
+});
+
+export const processAnswer: JsonSchema = object({
+  status: { const: 'queued' },
+  action: { enum: ['digitize', 'rewrite'] },
+  document_id: uuid,
+  workflow_id: text,
+  steps: arrayOf({ enum: ['digitize', 'finalize_original', 'rewrite', 'embed'] }),
+  content_type: nullable({ type: 'string', enum: ['article', 'video', 'book'] }),
+});
+
+export const queueStatusAnswer: JsonSchema = object({
+  queues: mapOf(integer, 'Documents per queue (their `in_queues` markers)'),
+  jobs: object({ total: integer, by_status: mapOf(integer) }, { description: 'Running document pipelines' }),
+  budget_blocked_documents: integer,
+});
+
+export const queueJobsAnswer: JsonSchema = object({
+  jobs: arrayOf(
+    object({
+      workflow_id: text,
+      document_id: nullableText,
+      document_name: nullableText,
+      partner: nullableText,
+      knowledge_base_id: nullableText,
+      status: nullableText,
+      budget_blocked: boolean,
+      started_at: nullableDateTime,
+      in_queues: texts,
+      processing_error: nullableText,
+      embedding_error: nullableText,
+    }),
+  ),
+  limit: integer,
+});
+
+export const queueDebugAnswer: JsonSchema = object({
+  marker_count: integer,
+  job_count: integer,
+  orphan_markers: arrayOf(object({ document_id: uuid, name: text, in_queues: texts }), 'Queue markers without a running job'),
+  unmarked_jobs: arrayOf(object({ workflow_id: text, document_id: nullableText, status: nullableText }), 'Running jobs whose document has no marker'),
+});
+
+export const retryFailedAnswer: JsonSchema = object({ status: { const: 'queued' }, retried: integer, document_ids: arrayOf(uuid) });
+export const clearOrphansAnswer: JsonSchema = object({ status: { const: 'cleared' }, cleared: integer, document_ids: arrayOf(uuid) });
+
+const embeddingDetails = object({ chunk_count: integer, point_count: integer });
+
+export const embeddingStatusAnswer: JsonSchema = object(
+  {
+    embedding_status: text,
+    knowledge_base_id: uuid,
+    embedding_profile_id: nullableInteger,
+    embedding_profile_name: nullableText,
+    last_successful_update_time: nullableDateTime,
+    last_update_time: nullableDateTime,
+    last_update_status: nullable({ type: 'string', enum: ['in_progress', 'success', 'fail'] }),
+    last_update_details: embeddingDetails,
+    last_successful_details: embeddingDetails,
+    eligible_document_count: integer,
+    pending_document_count: integer,
+    failed_document_count: integer,
+    embedded_document_count: integer,
+    last_error: nullableText,
+  },
+  { description: 'Aggregate embedding status (spec 2.6)' },
+);
+
+export const retryFailedEmbeddingsAnswer: JsonSchema = object({ queued: integer, embedding_info: embeddingStatusAnswer });
+
+export const embedDocumentAnswer: JsonSchema = object({
+  job_id: { type: ['string', 'null'], description: 'The embedding workflow, null when nothing was queued' },
+  queued: boolean,
+  document: documentObject,
+  embedding_info: embeddingStatusAnswer,
+});
+
+/** A section of the table of contents; `children` are sections of the same shape. */
+const tocSection = (depth: number): JsonSchema =>
+  object({ title: text, level: integer, chunk_start: integer, chunk_end: integer, children: arrayOf(depth > 0 ? tocSection(depth - 1) : { type: 'object', description: 'A section, as its parent' }) });
+
+export const tocAnswer: JsonSchema = object(
+  {
+    knowledge_base: text,
+    folders: arrayOf(
+      object({
+        name: text,
+        documents: arrayOf(
+          object(
+            {
+              document_id: uuid,
+              name: text,
+              chunk_count: integer,
+              sections: arrayOf(tocSection(4)),
+              embedding_status: nullableText,
+              embedding_error: nullableText,
+              embedded_at: nullableDateTime,
+              embedding_chunk_count: nullableInteger,
+              embedding_bm25_language_counts: nullable(mapOf(integer)),
+              in_queues: texts,
+            },
+            { optional: ['embedding_status', 'embedding_error', 'embedded_at', 'embedding_chunk_count', 'embedding_bm25_language_counts', 'in_queues'], description: 'The embedding_* members and in_queues with include_status=true' },
+          ),
+        ),
+      }),
+    ),
+    embedding_status: { type: 'string', description: 'With include_status=true' },
+  },
+  { optional: ['embedding_status'] },
+);
+
+export const vendorSyncStatusAnswer: JsonSchema = object({
+  enabled: boolean,
+  knowledge_base: text,
+  vector_store_id: nullableText,
+  deletion_pending: boolean,
+  counts: vendorSyncCounts,
+  documents: arrayOf(
+    object({ document_id: uuid, name: text, eligible: boolean, status: nullableText, error: nullableText, vendor_file_id: nullableText, synced_at: nullableDateTime }),
+  ),
+});
+
+export const vendorSyncQueuedAnswer: JsonSchema = object({ status: { const: 'queued' }, queued: integer });

@@ -1,4 +1,5 @@
 import type { JsonSchema } from '../http/validation.js';
+import { arrayOf, boolean, dateTime, integer, mapOf, nullable, number, object, text, uuid } from '../http/answer-schemas.js';
 import { errorSchemas } from '../http/openapi.js';
 import { quotaTypes } from '../../lib/messaging/quota-keys.js';
 import { serviceMetadataSchema } from '../../lib/messaging/service-metadata.js';
@@ -139,3 +140,96 @@ export const messagingErrors = {
   429: { description: 'Quota exhausted (`quota_exceeded`); `x-should-retry: false` when no retry can pass (the tokens no request in flight holds cannot cover it)', schema: errorSchemas.messaging },
   502: { description: 'Model provider failure (also after fallback_model)', schema: errorSchemas.messaging },
 };
+
+// ---------------------------------------------------------------- answers
+// OpenAI-shaped answers are OpenAI's own objects (the `openai` package's ChatCompletion, Response,
+// Model types; test/support/openai-conformance.ts checks them against those types): declared here
+// with the members every client reads, and open to the rest.
+
+const quotaKeyMembers = {
+  id: uuid,
+  name: text,
+  key_prefix: { ...text, description: 'The first characters of the key, to recognise it' },
+  quota_type: { enum: [...quotaTypes] },
+  unit: { const: 'tokens' },
+  period: { const: 'lifetime' },
+  token_amount: integer,
+  tokens_consumed: integer,
+  tokens_reserved: { ...integer, description: 'Held by requests in flight' },
+  tokens_remaining: integer,
+  partner: nullable(text),
+  status: { enum: ['active', 'revoked'] },
+  revoked_at: nullable(dateTime),
+  last_used_at: nullable(dateTime),
+  created_at: dateTime,
+};
+
+export const quotaKeyObject: JsonSchema = object(quotaKeyMembers, { description: 'A messaging quota key with its usage' });
+export const createdQuotaKeyAnswer: JsonSchema = object({ ...quotaKeyMembers, api_key: { ...text, description: 'The key itself, shown only in this answer' } });
+
+const sse = (what: string): JsonSchema => ({ type: 'string', description: `Server-sent events (\`stream: true\`): \`data: <${what} JSON>\` per event, then \`data: [DONE]\`` });
+const usage: JsonSchema = object({}, { open: true, description: "OpenAI's usage object (token counts)" });
+
+const chatCompletionObject: JsonSchema = object(
+  {
+    id: text,
+    object: { const: 'chat.completion' },
+    created: integer,
+    model: text,
+    choices: arrayOf(
+      object(
+        {
+          index: integer,
+          message: object({ role: { const: 'assistant' }, content: nullable(text) }, { open: true }),
+          finish_reason: nullable(text),
+        },
+        { open: true },
+      ),
+    ),
+    usage,
+  },
+  { open: true, optional: ['usage'], description: "OpenAI's ChatCompletion object" },
+);
+
+const responseObject: JsonSchema = object(
+  {
+    id: text,
+    object: { const: 'response' },
+    created_at: number,
+    status: text,
+    model: text,
+    output: arrayOf(object({ type: text }, { open: true }), 'Output items; a knowledge-enabled character\'s start with the visibility items (`rs_service_`, `fs_service_`)'),
+    usage: nullable(usage),
+  },
+  { open: true, optional: ['usage'], description: "OpenAI's Response object" },
+);
+
+const modelObject: JsonSchema = object({ id: text, object: { const: 'model' }, created: integer, owned_by: text }, { open: true, description: "The provider's model object, as it sent it" });
+
+/** The answers of the messaging routes (api/messaging/routes.ts). */
+export const messagingAnswers = {
+  health: object({ status: { const: 'ok' }, uptime_seconds: integer, version: text }),
+  deepHealth: object({
+    status: { enum: ['ok', 'degraded'] },
+    checks: mapOf(
+      object({ ok: boolean, latency_ms: { ...number, description: 'Administrator key only' }, error: { ...text, description: 'Administrator key only' } }, { optional: ['latency_ms', 'error'] }),
+      'postgres, temporal, weaviate, storage',
+    ),
+  }),
+  chatCompletion: { 'application/json': chatCompletionObject, 'text/event-stream': sse('chat.completion.chunk') },
+  response: { 'application/json': responseObject, 'text/event-stream': sse('response event') },
+  modelList: object({ object: { const: 'list' }, data: arrayOf(modelObject) }, { open: true }),
+  model: modelObject,
+  legacyRequested: object({ id: { ...text, description: '/v2/completions/<id>: the path to poll' }, state: { const: 'in-progress' } }),
+  legacyCompletion: object(
+    {
+      id: text,
+      state: { enum: ['in-progress', 'completed', 'failed'] },
+      output: { description: 'The completion when `completed`, else null' },
+      error: { ...nullable(text), description: 'When `failed`' },
+      created_at: dateTime,
+      expires_at: nullable(dateTime),
+    },
+    { optional: ['error'] },
+  ),
+} satisfies Record<string, JsonSchema | Record<string, JsonSchema>>;

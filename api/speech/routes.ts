@@ -5,7 +5,7 @@ import type { QuotaKeyPrincipal } from '../../lib/messaging/quota-keys.js';
 import { nextSpeechRequestId, recordSpeechRequest, serveSpeech, type SpeechBody, type SpeechRecord } from '../../lib/speech/requests.js';
 import { SpeechService } from '../../lib/speech/synthesize.js';
 import type { PartnerVoiceSource } from '../../lib/speech/voices.js';
-import { speechBody, speechErrors } from './schemas.js';
+import { speechBody, speechErrors, voiceListAnswer } from './schemas.js';
 
 /**
  * The first middleware of every /v2/audio path: takes the request id (`X-Service-TTS-Request-Id`,
@@ -69,7 +69,7 @@ export function speechRoutes(deps: ApiDeps, partnerVoices: PartnerVoiceSource | 
       access: 'quota',
       summary: 'The voices a quota key may name (extension)',
       description: `${auth} \`{voices: [{name, kind: built-in|remote|partner, engine, languages, gender?, description?, aliases?, spoken_by?}]}\`: the built-in voices (with their OpenAI aliases while no remote model is configured), the remote model's voices, and the voices of the key's partner that an engine can speak.`,
-      responses: { 200: { description: 'The voices' }, 401: speechErrors[401], 403: speechErrors[403] },
+      responses: { 200: { description: 'The voices', schema: voiceListAnswer }, 401: speechErrors[401], 403: speechErrors[403] },
       handler: async ({ res }) => ({ body: { voices: await service.listVoices((res.locals.quotaKey as QuotaKeyPrincipal).partnerId) } }),
     }),
   ];

@@ -1,4 +1,5 @@
 import type { JsonSchema } from '../http/validation.js';
+import { arrayOf, object, text, texts } from '../http/answer-schemas.js';
 import { speechLanguages } from '../../lib/speech/languages.js';
 import { audioFormats } from '../../lib/audio/encode.js';
 
@@ -26,6 +27,25 @@ export const speechBody: JsonSchema = {
     stream_format: { type: 'string', enum: ['audio'], description: 'accepted for the openai client; the answer is always the raw audio' },
   },
 };
+
+/** GET /v2/audio/voices (lib/speech/synthesize.ts listVoices). */
+export const voiceListAnswer: JsonSchema = object({
+  voices: arrayOf(
+    object(
+      {
+        name: text,
+        kind: { enum: ['built-in', 'remote', 'partner'] },
+        engine: text,
+        languages: texts,
+        gender: text,
+        description: text,
+        aliases: { ...texts, description: 'OpenAI voice names that speak with this voice' },
+        spoken_by: { ...text, description: 'A partner voice: the engine voice that speaks it' },
+      },
+      { optional: ['gender', 'description', 'aliases', 'spoken_by'] },
+    ),
+  ),
+});
 
 const errorBody: JsonSchema = { type: 'object', required: ['error'], properties: { error: { type: 'string' }, code: { type: 'string' } } };
 

@@ -130,7 +130,7 @@ export function transcriptionRoutes(deps: ApiDeps): RouteDefinition[] {
           description: `AssemblyAI's \`transcripts.subtitles(id, '${format}')\`. A cue ends at a sentence end, or before the word that would make it longer than \`chars_per_caption\` characters (default ${DEFAULT_CHARS_PER_CAPTION}).`,
           params: transcriptIdParams,
           query: subtitlesQuery,
-          responses: { 200: { description: 'The subtitles', contentType: subtitleTypes[format] }, ...transcriptionErrors, 409: notTimed },
+          responses: { 200: { description: 'The subtitles', contentType: subtitleTypes[format], schema: { type: 'string', description: `${format.toUpperCase()} text` } }, ...transcriptionErrors, 409: notTimed },
           handler: async ({ params, query, principal, res }) => {
             const text = await readSubtitles(deps, principal as Principal, params.id, format, query.chars_per_caption);
             res.type(subtitleTypes[format]).send(text);

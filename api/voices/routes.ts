@@ -89,7 +89,7 @@ export function voiceRoutes(deps: ApiDeps): RouteDefinition[] {
       method: 'delete', path: '/api/voices/{partner}/{voice}', access, queryKey, summary: 'Delete a voice with all its files',
       description: 'Answers `{status: "deleted", name}`. Removes the samples, the original, the embedding and test samples, and cancels the voice\'s workflow if a failed job is waiting for a retry. 409 while splitting or embedding is `in_progress`.',
       params: s.voiceParams, query,
-      responses: { 200: { description: '`{status: "deleted", name}`' }, ...s.voiceErrors, 409: s.lockedError },
+      responses: { 200: { description: 'Deleted', schema: s.voiceDeletedAnswer }, ...s.voiceErrors, 409: s.lockedError },
       handler: async ({ params }) => ({ body: await deleteVoice(deps, params.partner, params.voice) }),
     }),
     defineRoute<VoiceParams, unknown, { name: string }>({

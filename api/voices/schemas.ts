@@ -88,6 +88,7 @@ export const voiceErrors = {
   403: { description: "The key has no access to this partner's voices: `{detail}`", schema: detailError },
   404: { description: 'Unknown partner, voice or sample: `{detail}`', schema: detailError },
 };
+export const voiceDeletedAnswer: JsonSchema = { type: 'object', required: ['status', 'name'], properties: { status: { const: 'deleted' }, name: { type: 'string' } } };
 export const lockedError = { description: 'The voice is being processed (splitting or embedding `in_progress`): `{detail}`', schema: detailError };
 export const rateLimited = { description: 'The partner sent more than VOICE_RATE_LIMIT_PER_MINUTE uploads and job requests in a minute; `Retry-After` says when to retry', schema: detailError };
 export const unavailable = { description: 'The job could not be queued (Temporal unreachable): `{detail}`', schema: detailError };
