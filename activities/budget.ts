@@ -1,9 +1,10 @@
 import type { Client } from '@temporalio/client';
 import type { Db } from '../lib/platform/db.js';
 import { release, reserve, settle } from '../lib/budget/ledger.js';
-import type { ActualUsage, ReserveRequest, ReserveResult } from '../lib/contracts/budget-admission.js';
+import type { ActualUsage, BlockReason, ReserveRequest, ReserveResult } from '../lib/contracts/budget-admission.js';
 import type { Config } from '../lib/platform/config.js';
 import { sweepReservations } from '../lib/budget/sweeper.js';
+import { markBudgetBlocked } from '../lib/knowledge/state.js';
 
 export interface BudgetActivityDeps {
   db: Db;
@@ -25,9 +26,7 @@ export function createBudgetActivities({ db, temporal, config }: BudgetActivityD
     releaseBudget: ({ operationKey, note }: { operationKey: string; note?: string }) => release(db, operationKey, note),
 
     /** Shows the block on the document while its workflow waits for capacity. */
-    async markBudgetBlocked({ documentId, reason, detail }: { documentId: string; reason: string; detail: string }): Promise<void> {
-      await db.document.updateMany({ where: { id: documentId }, data: { processingError: `BUDGET_BLOCKED:${reason}: ${detail}` } });
-    },
+    markBudgetBlocked: ({ documentId, reason, detail }: { documentId: string; reason: BlockReason; detail: string }) => markBudgetBlocked(db, documentId, reason, detail),
 
     sweepStaleReservations: ({ olderThanSeconds }: { olderThanSeconds: number }) => sweepReservations(db, temporal, olderThanSeconds),
   };

@@ -2,7 +2,7 @@ import { Context } from '@temporalio/activity';
 import type { Db } from '../lib/platform/db.js';
 import type { FileStorage } from '../lib/platform/storage.js';
 import { documentFiles } from '../lib/platform/storage.js';
-import { countCharacters, isBlank, nameFromTitle } from '../lib/platform/text.js';
+import { countCharacters, isBlank } from '../lib/platform/text.js';
 import { acceptDigitizedCharacters } from '../lib/knowledge/content/updates.js';
 import { fetchPage, FetchRefused, isTransientFetchFailure } from '../lib/providers/web-fetch.js';
 import { extractPage, UnsupportedContentType } from '../lib/digitization/article.js';
@@ -19,6 +19,7 @@ import { pipelineFailure, type DigitizeDocumentInput, type DigitizeDocumentOutco
 import type { EmbeddingProvider } from '../lib/providers/embeddings.js';
 import { beginPipelineRun, finalizeOriginalAsRewritten } from '../lib/knowledge/pipeline-steps.js';
 import { moveQueueMarkers } from '../lib/knowledge/queue-markers.js';
+import { recordFetchedOriginal } from '../lib/knowledge/state.js';
 import { heartbeating } from './heartbeating.js';
 import { loadLiveDocument, permanentFailure } from './live-document.js';
 import { serviceFailureOf } from './service-failures.js';
@@ -28,16 +29,6 @@ import fsp from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
 import path from 'node:path';
 import { makeScratchDir } from '../lib/platform/scratch.js';
-
-/**
- * The source's title as the document's name, while the name is still the one taken from its URL or
- * file. Decided by the row, not by what the activity read before fetching: a client that renames
- * the document while its source is fetched keeps its name.
- */
-async function takeNameFromSource(db: Pick<Db, 'document'>, documentId: string, title: string | null | undefined): Promise<void> {
-  const name = nameFromTitle(title);
-  if (name) await db.document.updateMany({ where: { id: documentId, nameFromSource: true }, data: { name, nameFromSource: false } });
-}
 
 export interface DigitizationActivityDeps {
   embedder: Pick<EmbeddingProvider, 'paid'>;
@@ -138,14 +129,7 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
     const extension = extracted.kind === 'html' ? 'html' : 'txt';
     await storage.write(documentFiles.original(doc.id, extension), page.body);
     await storage.write(documentFiles.extracted(doc.id), extracted.text);
-    await db.document.update({
-      where: { id: doc.id },
-      data: {
-        fileOriginal: `page.${extension}`,
-        originalExtension: extension,
-      },
-    });
-    await takeNameFromSource(db, doc.id, extracted.title);
+    await recordFetchedOriginal(db, doc.id, { file: `page.${extension}`, extension, title: extracted.title });
     return { charCount: countCharacters(extracted.text), cached: false };
   }
 
@@ -164,14 +148,7 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
     }
     await storage.write(documentFiles.original(doc.id, 'txt'), transcript.text);
     await storage.write(documentFiles.extracted(doc.id), transcript.text);
-    await db.document.update({
-      where: { id: doc.id },
-      data: {
-        fileOriginal: 'transcript.txt',
-        originalExtension: 'txt',
-      },
-    });
-    await takeNameFromSource(db, doc.id, transcript.title);
+    await recordFetchedOriginal(db, doc.id, { file: 'transcript.txt', extension: 'txt', title: transcript.title });
     return { charCount: countCharacters(transcript.text), cached: false };
   }
 
@@ -230,18 +207,9 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
       }
       await storage.write(documentFiles.original(documentId, 'md'), record.markdown);
       await storage.write(documentFiles.extracted(documentId), record.markdown);
-      await settle(db, operationKey, { characters: 0, costUsd: record.costUsd, model: scraper.settings.name }, async (tx) => {
-        await tx.document.update({
-          where: { id: documentId },
-          data: {
-            fileOriginal: 'page.md',
-            originalExtension: 'md',
-            digitizationProvider: scraper.settings.name,
-            digitizationCostUsd: record.costUsd,
-          },
-        });
-        await takeNameFromSource(tx, documentId, record.title);
-      });
+      await settle(db, operationKey, { characters: 0, costUsd: record.costUsd, model: scraper.settings.name }, (tx) =>
+        recordFetchedOriginal(tx, documentId, { file: 'page.md', extension: 'md', title: record.title, provider: { name: scraper.settings.name, costUsd: record.costUsd } }),
+      );
       await storage.removePrefix(scrapeRecord(documentId));
       return { outcome: 'scraped' };
     },

@@ -7,8 +7,7 @@ import type { FileStorage } from '../lib/platform/storage.js';
 import { documentFiles } from '../lib/platform/storage.js';
 import { chunkClassFor, type VectorIndex } from '../lib/providers/vector-index.js';
 import type { EmbeddingProvider } from '../lib/providers/embeddings.js';
-import { moveQueueMarkers } from '../lib/knowledge/queue-markers.js';
-import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/knowledge/embedding-queue.js';
+import { markEmbedded, markEmbeddingStarted } from '../lib/knowledge/state.js';
 import { chunkRecord, embeddedTextOf, languageCounts, prepareDocument, type DocumentIdentity, type PreparedDocument } from '../lib/retrieval/indexing.js';
 import { chunkText } from '../lib/retrieval/chunking.js';
 import { EmbeddingBatcher, EmbeddingCancelled } from '../lib/retrieval/embedding-batcher.js';
@@ -66,53 +65,18 @@ export function createEmbeddingActivities({ db, storage, index, embedder, tempor
   const usageFile = (documentId: string, operationKey: string) =>
     `${documentFiles.prefix(documentId)}/embedding-usage-${crypto.createHash('sha256').update(operationKey).digest('hex').slice(0, 24)}.json`;
 
-  /** The step has started: the document shows in_progress and the KB its latest run (one statement). */
-  async function markStarted(documentId: string, previousStatus: string | null, knowledgeBaseId: string) {
-    await db.$executeRaw`
-      WITH d AS (UPDATE "documents" SET "embeddingStatus" = 'in_progress', "embeddingError" = NULL, "updatedAt" = now() WHERE "id" = ${documentId}::uuid RETURNING "knowledgeBaseId")
-      UPDATE "knowledge_bases" kb SET "embeddingLastUpdateAt" = now(), "embeddingLastUpdateStatus" = 'in_progress', "updatedAt" = now() FROM d WHERE kb."id" = d."knowledgeBaseId"`;
-    // A document that was pending kept the KB in_progress already.
-    if (previousStatus !== 'pending' && previousStatus !== 'in_progress') await refreshKnowledgeBaseEmbeddingStatus(db, knowledgeBaseId);
-  }
-
   /**
    * Every chunk written and the leftovers removed: the document is embedded and leaves the queue,
-   * the KB records the run (one transaction), then its status and vendor sync follow.
+   * the KB records the run (lib/knowledge/state.ts), then vendor sync follows.
    */
-  async function markEmbedded(doc: Awaited<ReturnType<typeof loadDocument>>, prepared: PreparedDocument, profile: { id: number; name: string }) {
+  async function recordEmbedded(doc: Awaited<ReturnType<typeof loadDocument>>, prepared: PreparedDocument, profile: { id: number; name: string }) {
     const current = await loadDocument(doc.id);
-    await db.$transaction([
-      db.document.update({
-        where: { id: doc.id },
-        data: {
-          embeddingStatus: 'success',
-          embeddingError: null,
-          embeddedAt: new Date(),
-          embeddingChunkCount: prepared.chunks.length,
-          embeddingDenseVectorCount: prepared.chunks.length,
-          embeddingBm25LanguageCounts: languageCounts(prepared),
-          embeddingProfileId: profile.id,
-          embeddingManifest: buildManifest(prepared.chunks, prepared.languages, profile.name) as object,
-          vectorstoreDocumentId: doc.id,
-          ...(current.processingError?.startsWith('BUDGET_BLOCKED:') ? { processingError: null } : {}),
-        },
-        select: { id: true },
-      }),
-      moveQueueMarkers(db, doc.id, { remove: ['embedding'] }),
-      db.knowledgeBase.update({
-        where: { id: doc.knowledgeBaseId },
-        data: {
-          embeddingLastUpdateAt: new Date(),
-          embeddingLastUpdateStatus: 'success',
-          embeddingLastError: null,
-          // A KB without a profile adopts this one; a KB on another profile is being re-embedded
-          // (kbReembed switched it already) and keeps what it has.
-          ...(doc.knowledgeBase.embeddingProfileId === null ? { embeddingProfileId: profile.id } : {}),
-        },
-        select: { id: true },
-      }),
-    ]);
-    await refreshKnowledgeBaseEmbeddingStatus(db, doc.knowledgeBaseId);
+    await markEmbedded(db, doc, {
+      chunkCount: prepared.chunks.length,
+      bm25LanguageCounts: languageCounts(prepared),
+      profileId: profile.id,
+      manifest: buildManifest(prepared.chunks, prepared.languages, profile.name) as object,
+    });
     if (current.knowledgeBase.partner.vendorSyncEnabled) await queueVendorSyncAfterEmbedding({ db, temporal, taskQueue: config.temporalTaskQueue }, doc.id);
   }
 
@@ -220,7 +184,7 @@ export function createEmbeddingActivities({ db, storage, index, embedder, tempor
       if (!doc.fileRewritten) throw permanentFailure('the document has no final rewritten content to embed');
       if (embedder.paid && !operationKey) throw new Error('a paid embedding runs only under an admitted operation');
       const resumed = Context.current().info.heartbeatDetails as EmbedProgress | undefined;
-      await markStarted(documentId, doc.embeddingStatus, doc.knowledgeBaseId);
+      await markEmbeddingStarted(db, doc);
       // Language detection takes seconds for a large document (~20 s for 30 MB here): heartbeats
       // go on meanwhile, carrying the progress a retry resumes from.
       const { prepared, contentSha } = await heartbeating(async () => {
@@ -238,7 +202,7 @@ export function createEmbeddingActivities({ db, storage, index, embedder, tempor
       } catch (err) {
         throw serviceFailureOf(err, config.embedding?.maxOutageSeconds ?? DEFAULT_MAX_OUTAGE_SECONDS, pipelineFailure.permanent, { ...here, next: progress.next } satisfies EmbedResume);
       }
-      await markEmbedded(doc, prepared, await profileOnce());
+      await recordEmbedded(doc, prepared, await profileOnce());
       return { chunkCount: prepared.chunks.length };
     },
   };

@@ -1,8 +1,7 @@
 import type { Db } from '../lib/platform/db.js';
 import type { FileStorage } from '../lib/platform/storage.js';
-import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/knowledge/embedding-queue.js';
-import { queueOfStep, type DocumentPipelineInput, type DocumentRef, type PipelineStep } from '../lib/contracts/document-pipeline.js';
-import { moveQueueMarkers } from '../lib/knowledge/queue-markers.js';
+import type { DocumentPipelineInput, DocumentRef, PipelineStep } from '../lib/contracts/document-pipeline.js';
+import { recordStepFailure, requeueStep } from '../lib/knowledge/state.js';
 import { beginPipelineRun, finalizeOriginalAsRewritten } from '../lib/knowledge/pipeline-steps.js';
 import { loadLiveDocument, permanentFailure } from './live-document.js';
 
@@ -31,38 +30,10 @@ export function createPipelineStepActivities({ db, storage }: PipelineStepActivi
       return finalizeOriginalAsRewritten(db, storage, doc);
     },
 
-    /**
-     * Makes a failed step visible on the document; the workflow then waits for a retry signal. An
-     * embedding failure is the document's embedding_error (embedding_status `failed`); the others are
-     * its processing_error, which spec 2.5 keeps for digitization and rewriting (and budget blocks).
-     */
-    async recordStepFailure({ documentId, step, message }: DocumentRef & { step: PipelineStep; message: string }): Promise<void> {
-      const doc = await db.document.findUnique({ where: { id: documentId } });
-      if (!doc) return;
-      await db.$transaction([
-        db.document.updateMany({
-          where: { id: documentId },
-          data: step === 'embed' ? { embeddingStatus: 'failed', embeddingError: message } : { processingError: message },
-        }),
-        moveQueueMarkers(db, documentId, { remove: [queueOfStep[step]] }),
-      ]);
-      await refreshKnowledgeBaseEmbeddingStatus(db, doc.knowledgeBaseId);
-    },
+    /** Makes a failed step visible on the document; the workflow then waits for a retry signal. */
+    recordStepFailure: ({ documentId, step, message }: DocumentRef & { step: PipelineStep; message: string }) => recordStepFailure(db, documentId, step, message),
 
     /** On retry: the step is queued again and its old error cleared. */
-    async requeueStep({ documentId, step }: DocumentRef & { step: PipelineStep }): Promise<void> {
-      await db.$transaction([
-        db.document.updateMany({
-          where: { id: documentId },
-          data: step === 'embed' ? { processingError: null, embeddingStatus: 'pending', embeddingError: null } : { processingError: null },
-        }),
-        moveQueueMarkers(db, documentId, { add: [queueOfStep[step]] }),
-      ]);
-      // A retried embedding makes its KB in_progress again at once (not `fail` until the retry ends).
-      if (step === 'embed') {
-        const doc = await db.document.findUnique({ where: { id: documentId }, select: { knowledgeBaseId: true } });
-        if (doc) await refreshKnowledgeBaseEmbeddingStatus(db, doc.knowledgeBaseId);
-      }
-    },
+    requeueStep: ({ documentId, step }: DocumentRef & { step: PipelineStep }) => requeueStep(db, documentId, step),
   };
 }

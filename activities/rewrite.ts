@@ -6,8 +6,7 @@ import type { FileStorage } from '../lib/platform/storage.js';
 import { documentFiles } from '../lib/platform/storage.js';
 import { markUncertain, release, settle } from '../lib/budget/ledger.js';
 import { LlmCallFailed, classifyLlmError, type ChatCallResult, type ChatModel } from '../lib/providers/llm.js';
-import { refreshKnowledgeBaseEmbeddingStatus } from '../lib/knowledge/embedding-queue.js';
-import { moveQueueMarkers } from '../lib/knowledge/queue-markers.js';
+import { beginRewriteAttempt, clearBudgetBlock, finishRewriteAttempt, recordRewritePass } from '../lib/knowledge/state.js';
 import { countCharacters } from '../lib/platform/text.js';
 import { EventLoopTurns } from '../lib/platform/turns.js';
 import { localPromptTokens, partMessages, renderPrompt, splitIntoParts, type RewritePart } from '../lib/rewrite/parts.js';
@@ -57,24 +56,6 @@ export function createRewriteActivities({ db, storage, config, chatModel }: Rewr
 
   const readPlan = async (documentId: string, attemptId: string): Promise<StoredPlan> => JSON.parse(await storage.readText(files.plan(documentId, attemptId)));
 
-  /** Appends a pass to the document's latest attempt once (a retried activity does not add it twice). */
-  async function recordPass(documentId: string, make: (passes: RewritePass[]) => RewritePass): Promise<void> {
-    await db.$transaction(async (tx) => {
-      await tx.$queryRaw`SELECT id FROM documents WHERE id = ${documentId}::uuid FOR UPDATE`;
-      const doc = await tx.document.findUnique({ where: { id: documentId } });
-      if (!doc) return;
-      const passes = (doc.rewriteInputTokensPasses as unknown as RewritePass[]) ?? [];
-      const pass = make(passes);
-      if (passes.some((p) => p.operation_key === pass.operation_key)) return;
-      const all = [...passes, pass];
-      const totals = rewriteTotals(all);
-      await tx.document.update({
-        where: { id: documentId },
-        data: { rewriteInputTokensPasses: all as never, rewriteInputTokensTotal: totals.rewriteInputTokensTotal, rewriteOutputTokens: totals.rewriteOutputTokens },
-      });
-    });
-  }
-
   return {
     /**
      * Starts a rewrite attempt: resolves the content type and prompt, splits the digitized text
@@ -110,13 +91,7 @@ export function createRewriteActivities({ db, storage, config, chatModel }: Rewr
           };
           await storage.write(files.plan(documentId, attemptId), JSON.stringify(plan));
         }
-        await db.$transaction([
-          db.document.update({
-            where: { id: documentId },
-            data: { processingError: null, rewriteInputTokensPasses: [], rewriteInputTokensTotal: null, rewriteOutputTokens: null, rewriteCostUsd: null, inputFileTokens: null },
-          }),
-          moveQueueMarkers(db, documentId, { add: ['rewrite'] }),
-        ]);
+        await beginRewriteAttempt(db, documentId);
 
         const bounds: RewritePlan['bounds'] = {};
         const turns = new EventLoopTurns();
@@ -147,7 +122,7 @@ export function createRewriteActivities({ db, storage, config, chatModel }: Rewr
       const answerKey = files.answer(documentId, attemptId, operationKey);
       const ctx = Context.current();
       // Admitted: a block shown while this call waited for capacity is over.
-      await db.document.updateMany({ where: { id: documentId, processingError: { startsWith: 'BUDGET_BLOCKED:' } }, data: { processingError: null } });
+      await clearBudgetBlock(db, documentId);
 
       let answer: ChatCallResult;
       if (await storage.exists(answerKey)) {
@@ -190,7 +165,7 @@ export function createRewriteActivities({ db, storage, config, chatModel }: Rewr
       const keep = rejection ? files.rejectedPart(documentId, attemptId, part) : files.part(documentId, attemptId, part);
       if (!rejection || answer.content.trim() || !(await storage.exists(keep))) await storage.write(keep, answer.content.trim());
       const overhead = localPromptTokens(overheadMessages);
-      await recordPass(documentId, (passes) => {
+      await recordRewritePass(db, documentId, (passes) => {
         const first = !passes.some((p) => p.part === part);
         return {
           pass: passes.length + 1,
@@ -241,25 +216,20 @@ export function createRewriteActivities({ db, storage, config, chatModel }: Rewr
 
       if (text) await storage.write(documentFiles.rewrittenDraft(documentId), text);
       if (!rejected) await storage.write(documentFiles.rewritten(documentId), text);
-      await db.$transaction([
-        db.document.update({
-          where: { id: documentId },
-          data: {
-            ...(text ? { fileRewrittenDraft: 'rewritten_draft.md', draftRewriteCharCount: charCount } : {}),
-            rewriteModel: model,
-            rewriteProvider: config.openaiBaseUrl ? new URL(config.openaiBaseUrl).host : null,
-            rewriteProviderInferred: false,
-            rewriteInputTokensTotal: totals.rewriteInputTokensTotal,
-            rewriteOutputTokens: totals.rewriteOutputTokens,
-            rewriteCostUsd: totals.rewriteCostUsd === null ? null : totals.rewriteCostUsd.toFixed(8),
-            inputFileTokens: totals.inputFileTokens,
-            rewriteCompletedAt: new Date(),
-            ...(rejected ? {} : { fileRewritten: 'rewritten.md', finalRewriteCharCount: charCount, processingError: null, embeddingStatus: 'pending', embeddingError: null }),
-          },
-        }),
-        moveQueueMarkers(db, documentId, { remove: ['rewrite', 'embedding'], add: rejected ? [] : ['embedding'] }),
-      ]);
-      if (!rejected) await refreshKnowledgeBaseEmbeddingStatus(db, doc.knowledgeBaseId);
+      await finishRewriteAttempt(db, doc, {
+        rejected: Boolean(rejected),
+        draft: text ? { charCount } : null,
+        record: {
+          rewriteModel: model,
+          rewriteProvider: config.openaiBaseUrl ? new URL(config.openaiBaseUrl).host : null,
+          rewriteProviderInferred: false,
+          rewriteInputTokensTotal: totals.rewriteInputTokensTotal,
+          rewriteOutputTokens: totals.rewriteOutputTokens,
+          rewriteCostUsd: totals.rewriteCostUsd === null ? null : totals.rewriteCostUsd.toFixed(8),
+          inputFileTokens: totals.inputFileTokens,
+          rewriteCompletedAt: new Date(),
+        },
+      });
       await storage.removePrefix(attemptDir(documentId, attemptId));
       return { charCount };
     },

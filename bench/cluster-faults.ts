@@ -30,6 +30,7 @@ import { loadConfig } from '../lib/platform/config.js';
 import { createServices } from '../lib/services.js';
 import { documentFiles } from '../lib/platform/storage.js';
 import { documentWorkflowId } from '../lib/contracts/document-pipeline.js';
+import { processingErrorOf, processingStateColumns } from '../lib/knowledge/state.js';
 import { connectTemporalClient, isWorkflowRunning } from '../lib/platform/temporal.js';
 import { dropDatabase } from '../scripts/stack.js';
 import { freeClusterPorts, startCluster, type Cluster } from '../scripts/cluster.js';
@@ -318,11 +319,11 @@ async function run(cluster: Cluster, loadBefore: LoadReading): Promise<{ text: s
 
   // The checks.
   const problems: string[] = [];
-  const docs = await services.db.document.findMany({ where: { knowledgeBaseId: kbRow.id }, select: { id: true, processingError: true, embeddingChunkCount: true, originalExtension: true } });
+  const docs = await services.db.document.findMany({ where: { knowledgeBaseId: kbRow.id }, select: { id: true, ...processingStateColumns, embeddingChunkCount: true, originalExtension: true } });
   let chunks = 0;
   let missingFiles = 0;
   for (const d of docs) {
-    if (d.processingError) problems.push(`document ${d.id}: ${d.processingError}`);
+    if (d.processingState) problems.push(`document ${d.id}: ${processingErrorOf(d)}`);
     const indexes = (await services.index.listDocumentChunkIndexes(d.id)).sort((a, b) => a - b);
     const expected = Array.from({ length: d.embeddingChunkCount ?? -1 }, (_, i) => i);
     if (JSON.stringify(indexes) !== JSON.stringify(expected)) problems.push(`document ${d.id}: chunks ${JSON.stringify(indexes)} in the index, ${d.embeddingChunkCount} recorded`);

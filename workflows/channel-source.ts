@@ -13,6 +13,7 @@ import {
   type ChannelStepResult,
 } from '../lib/contracts/channel-source.js';
 import { searchAttributes } from '../lib/contracts/search-attributes.js';
+import { budgetBlockedMessage } from '../lib/contracts/budget-admission.js';
 
 /**
  * One video-channel source for as long as it exists (contract: lib/contracts/channel-source.ts).
@@ -162,7 +163,7 @@ export async function channelSource(input: ChannelSourceInput): Promise<void> {
         break;
       case 'blocked':
         show('budget_blocked', 'waiting');
-        progress.lastError = `BUDGET_BLOCKED:${result.reason}: ${result.detail}`;
+        progress.lastError = budgetBlockedMessage(result.reason, result.detail);
         // Re-checked on budgetChanged (limits raised, capacity freed), any other signal, or by itself.
         await waitFor(BUDGET_RECHECK_MS, () => wake || budgetChanged);
         break;

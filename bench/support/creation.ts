@@ -214,7 +214,7 @@ export async function ingestThroughApi(o: {
   let lastProgress = performance.now();
   for (;;) {
     const { rows } = await db.query<{ done: number; failed: number }>(
-      `SELECT count(*) FILTER (WHERE "embeddingStatus" = 'success')::int AS done, count(*) FILTER (WHERE "processingError" IS NOT NULL OR "embeddingStatus" = 'failed')::int AS failed FROM documents WHERE "knowledgeBaseId" = $1`,
+      `SELECT count(*) FILTER (WHERE "embeddingStatus" = 'success')::int AS done, count(*) FILTER (WHERE "processingState" IS NOT NULL OR "embeddingStatus" = 'failed')::int AS failed FROM documents WHERE "knowledgeBaseId" = $1`,
       [kb.kbId],
     );
     failed = rows[0]!.failed;
@@ -232,7 +232,7 @@ export async function ingestThroughApi(o: {
   await uploading;
   const { rows } = await db.query<{ chunks: number }>('SELECT coalesce(sum("embeddingChunkCount"), 0)::int AS chunks FROM documents WHERE "knowledgeBaseId" = $1', [kb.kbId]);
   const errors = await db.query<{ error: string; n: number }>(
-    `SELECT coalesce("processingError", "embeddingError") AS error, count(*)::int AS n FROM documents WHERE "knowledgeBaseId" = $1 AND ("processingError" IS NOT NULL OR "embeddingStatus" = 'failed') GROUP BY 1`,
+    `SELECT coalesce("failureMessage", 'BUDGET_BLOCKED:' || "budgetBlockReason", "embeddingError") AS error, count(*)::int AS n FROM documents WHERE "knowledgeBaseId" = $1 AND ("processingState" IS NOT NULL OR "embeddingStatus" = 'failed') GROUP BY 1`,
     [kb.kbId],
   );
   for (const e of errors.rows) console.error(`failed: ${e.n} x ${e.error}`);

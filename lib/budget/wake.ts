@@ -14,7 +14,7 @@ import { reconcileNowSignal, reconcilerWorkflowId, type ReconcileRequest } from 
  */
 export async function wakeBudgetBlockedWork(db: Db, temporal: Client, knowledgeBaseId: string): Promise<number> {
   const [documents, sources] = await Promise.all([
-    db.document.findMany({ where: { knowledgeBaseId, processingError: { startsWith: 'BUDGET_BLOCKED:' }, deletionRequestedAt: null }, select: { id: true } }),
+    db.document.findMany({ where: { knowledgeBaseId, processingState: 'budget_blocked', deletionRequestedAt: null }, select: { id: true } }),
     db.channelSource.findMany({ where: { knowledgeBaseId, status: 'budget_blocked', deletionRequestedAt: null }, select: { id: true } }),
   ]);
   const targets = [

@@ -7,6 +7,7 @@ import { documentWorkflowId, type PipelineStep } from '../contracts/document-pip
 import type { ChannelStepResult } from '../contracts/channel-source.js';
 import { createWithinDocumentQuota } from '../knowledge/documents.js';
 import { startDocumentPipeline } from '../knowledge/pipeline-runs.js';
+import { isBudgetBlocked } from '../knowledge/state.js';
 import { finishScan, markChannelBudgetBlocked, markSyncing, stopScan, type ChannelDeps, type StepContext } from './state.js';
 
 /**
@@ -140,16 +141,13 @@ export async function importChannelVideos(deps: ChannelDeps, sourceId: string, c
 
     const active = await deps.db.document.findMany({
       where: { channelImports: { some: { sourceId } }, inQueues: { has: 'digitize' }, deletionRequestedAt: null },
-      select: { processingError: true },
+      select: { processingState: true, budgetBlockReason: true, budgetBlockDetail: true },
     });
     const free = deps.config.channels.importConcurrency - active.length;
     if (free <= 0) {
       // A window full of budget-blocked documents: the source waits for budget as they do.
-      const blocked = active.map((d) => d.processingError).find((e) => e?.startsWith('BUDGET_BLOCKED:'));
-      if (blocked && active.every((d) => d.processingError?.startsWith('BUDGET_BLOCKED:'))) {
-        const [reason, ...detail] = blocked.slice('BUDGET_BLOCKED:'.length).split(': ');
-        return markChannelBudgetBlocked(deps.db, sourceId, reason!, detail.join(': '));
-      }
+      const [first] = active;
+      if (first && active.every(isBudgetBlocked)) return markChannelBudgetBlocked(deps.db, sourceId, first.budgetBlockReason!, first.budgetBlockDetail!);
       if (Date.now() >= deadline) return { outcome: 'progress' };
       await sleep(WINDOW_POLL_MS, undefined, { signal: ctx.signal }).catch(() => undefined);
       continue;

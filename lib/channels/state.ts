@@ -3,6 +3,7 @@ import type { Config } from '../platform/config.js';
 import type { Db } from '../platform/db.js';
 import { Prisma } from '../platform/db.js';
 import type { ChannelSourceState, ChannelSourceStatus, ChannelStepResult } from '../contracts/channel-source.js';
+import { budgetBlockedMessage } from '../contracts/budget-admission.js';
 
 /**
  * The record of a channel source as its workflow moves it (README, "Video-channel sources"):
@@ -83,7 +84,7 @@ export async function markSyncing(db: Db, sourceId: string): Promise<void> {
 export async function markChannelBudgetBlocked(db: Db, sourceId: string, reason: string, detail: string): Promise<ChannelStepResult> {
   await db.channelSource.updateMany({
     where: { id: sourceId, enabled: true },
-    data: { status: 'budget_blocked', lastError: `BUDGET_BLOCKED:${reason}: ${detail}`, lastErrorCode: 'budget', nextSyncAt: new Date(Date.now() + BUDGET_RECHECK_MS) },
+    data: { status: 'budget_blocked', lastError: budgetBlockedMessage(reason, detail), lastErrorCode: 'budget', nextSyncAt: new Date(Date.now() + BUDGET_RECHECK_MS) },
   });
   return { outcome: 'blocked', reason, detail };
 }

@@ -37,6 +37,12 @@ export type BlockReason =
   | 'unknown_historical_usage'
   | 'unresolved_provider_outcome';
 
+/**
+ * How a budget block reads for users and operators (a document's processing_error, a channel
+ * source's last_error, a search's skipped step): `BUDGET_BLOCKED:<reason>: <detail>`.
+ */
+export const budgetBlockedMessage = (reason: string, detail: string): string => `BUDGET_BLOCKED:${reason}: ${detail}`;
+
 export type ReserveResult =
   | { admitted: true; reservationId: string }
   | { admitted: false; reason: BlockReason; detail: string };

@@ -120,7 +120,7 @@ async function knowledgeBaseStats(db: Db, knowledgeBaseId: string) {
            sum("digitizedCharCount") AS total_digitized_chars,
            sum("draftRewriteCharCount") AS total_draft_rewrite_chars,
            sum("finalRewriteCharCount") AS total_final_rewrite_chars,
-           count(*) FILTER (WHERE ("processingError" IS NOT NULL AND "processingError" NOT LIKE 'BUDGET_BLOCKED:%') OR "embeddingStatus" = 'failed')::int AS error_count,
+           count(*) FILTER (WHERE "processingState" = 'failed' OR "embeddingStatus" = 'failed')::int AS error_count,
            count(*) FILTER (WHERE "embeddingStatus" = 'success')::int AS embedded_count
     FROM "documents" WHERE "knowledgeBaseId" = ${knowledgeBaseId}::uuid AND "deletionRequestedAt" IS NULL`;
   const n = (k: string) => Number(row![k] ?? 0);

@@ -81,7 +81,7 @@ async function runStatus(temporal: Client, workflowId: string): Promise<Pipeline
  * stand down (`supersede`) and awaited; a run that has finished is let close. A run that is working
  * or that an operator paused answers 409.
  */
-export async function standDownWaitingRun(temporal: Client, documentId: string, document: { inQueues: string[]; processingError: string | null }): Promise<void> {
+export async function standDownWaitingRun(temporal: Client, documentId: string, document: { inQueues: string[]; processingState: string | null }): Promise<void> {
   const workflowId = documentWorkflowId(documentId);
   const status = await runStatus(temporal, workflowId);
   if (status === null) return;
@@ -89,7 +89,7 @@ export async function standDownWaitingRun(temporal: Client, documentId: string, 
   // A document that shows no queued work and no error while its run still says running: the run has
   // done its last step and is closing (its status follows the document by a workflow task, longer
   // on a busy machine). It is let close rather than answered 409.
-  const closing = status === 'running' && document.inQueues.length === 0 && document.processingError === null;
+  const closing = status === 'running' && document.inQueues.length === 0 && document.processingState === null;
   if (closing) {
     if (await waitUntilClosed(temporal, workflowId, IDLE_CLOSE_WAIT_MS)) return;
     throw busy();

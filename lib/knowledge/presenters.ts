@@ -1,5 +1,6 @@
 import type { Document, Folder, KnowledgeBase } from '../../generated/prisma/client.js';
 import type { UsageTotals } from '../budget/status.js';
+import { processingErrorOf } from './state.js';
 
 /** Database rows to the field names and types of the knowledge-base spec (section 2). */
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
@@ -62,7 +63,7 @@ export function presentDocument(doc: Document & { folder: Folder }, options: { a
     rewrite_output_tokens: doc.rewriteOutputTokens,
     rewrite_cost_usd: num(doc.rewriteCostUsd),
     rewrite_completed_at: iso(doc.rewriteCompletedAt),
-    processing_error: doc.processingError,
+    processing_error: processingErrorOf(doc),
     embedding_status: doc.embeddingStatus,
     embedding_error: doc.embeddingError,
     embedded_at: iso(doc.embeddedAt),

@@ -8,6 +8,7 @@ import { moveQueueMarkers } from './queue-markers.js';
 import { findDocument, findKnowledgeBase, findLiveFolder } from './lookup.js';
 import { standDownWaitingRun, startDocumentPipeline, stepsAfterDigitizing } from './pipeline-runs.js';
 import { resolveContentType } from '../rewrite/content-types.js';
+import { notWaiting, restoreProcessingState } from './state.js';
 
 /**
  * Processing on request (spec 4.5: queue/process, bulk rewrite). A document's "queues" are the
@@ -34,7 +35,7 @@ async function startPipeline(deps: QueueDeps, doc: DocumentRow, partner: string,
   // Shown queued at once; the run's first activity takes the markers over.
   const queue = queueOfStep[steps[0]!];
   await deps.db.$transaction([
-    deps.db.document.update({ where: { id: doc.id }, data: { processingError: null } }),
+    deps.db.document.update({ where: { id: doc.id }, data: notWaiting }),
     moveQueueMarkers(deps.db, doc.id, { add: [queue] }),
   ]);
   try {
@@ -42,7 +43,7 @@ async function startPipeline(deps: QueueDeps, doc: DocumentRow, partner: string,
   } catch (err) {
     // Nothing started: the document shows what it showed before.
     await deps.db.$transaction([
-      deps.db.document.updateMany({ where: { id: doc.id, processingError: null }, data: { processingError: doc.processingError } }),
+      restoreProcessingState(deps.db, doc.id, doc),
       ...(doc.inQueues.includes(queue) ? [] : [moveQueueMarkers(deps.db, doc.id, { remove: [queue] })]),
     ]);
     if (err instanceof WorkflowExecutionAlreadyStartedError) throw conflict(`document ${doc.id} is being processed; try again when it has finished`);

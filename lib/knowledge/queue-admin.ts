@@ -4,6 +4,7 @@ import { isWorkflowRunning } from '../platform/temporal.js';
 import { searchAttributes } from '../contracts/search-attributes.js';
 import { documentPipelineWorkflowType, documentWorkflowId, progressQuery, retrySignal } from '../contracts/document-pipeline.js';
 import type { QueueDeps } from './processing-requests.js';
+import { processingErrorOf, processingStateColumns, type ProcessingState } from './state.js';
 
 /**
  * The administrators' view of the queues (spec 4.5): a "queue" is the set of documents whose
@@ -13,7 +14,7 @@ import type { QueueDeps } from './processing-requests.js';
  * Which runs are jobs comes from Temporal's visibility (a run appears there a moment after it
  * starts). A job's status comes from its document row, the system of record that the document's
  * GET shows: visibility's copy of the `PipelineStatus` search attribute lags the row (a run writes
- * `BUDGET_BLOCKED:` to the row, then updates its search attribute, then visibility indexes it), so
+ * its budget block to the row, then updates its search attribute, then visibility indexes it), so
  * a view built on it could say `running` for a document that already shows `BUDGET_BLOCKED:`.
  */
 const runningPipelines = `WorkflowType = '${documentPipelineWorkflowType}' AND ExecutionStatus = 'Running'`;
@@ -28,18 +29,18 @@ interface Job {
   started_at: string | null;
 }
 
-type JobDocument = { id: string; name: string; inQueues: string[]; processingError: string | null; embeddingStatus: string | null; embeddingError: string | null };
+type JobDocument = ProcessingState & { id: string; name: string; inQueues: string[]; embeddingStatus: string | null; embeddingError: string | null };
 
 /**
- * A job's status: what its document shows (`BUDGET_BLOCKED:` is budget_blocked, any other
- * processing_error or a failed embedding is failed), else the run's own search attribute for what only the workflow
+ * A job's status: what its document shows (its processing state budget_blocked, or failed, or a
+ * failed embedding), else the run's own search attribute for what only the workflow
  * knows (paused); a search attribute still saying budget_blocked or failed for a document that
  * shows no error lags a run that has moved on.
  */
 function jobStatus(searchAttribute: string | null, doc: JobDocument | undefined): string | null {
   if (!doc) return searchAttribute;
-  if (doc.processingError?.startsWith('BUDGET_BLOCKED:')) return 'budget_blocked';
-  if (doc.processingError || doc.embeddingStatus === 'failed') return 'failed';
+  if (doc.processingState === 'budget_blocked') return 'budget_blocked';
+  if (doc.processingState === 'failed' || doc.embeddingStatus === 'failed') return 'failed';
   return searchAttribute === 'budget_blocked' || searchAttribute === 'failed' ? 'running' : searchAttribute;
 }
 
@@ -47,7 +48,7 @@ function jobStatus(searchAttribute: string | null, doc: JobDocument | undefined)
 async function jobDocuments(db: Db, ids: string[]): Promise<Map<string, JobDocument>> {
   const byId = new Map<string, JobDocument>();
   for (let i = 0; i < ids.length; i += 10_000) {
-    const page = await db.document.findMany({ where: { id: { in: ids.slice(i, i + 10_000) } }, select: { id: true, name: true, inQueues: true, processingError: true, embeddingStatus: true, embeddingError: true } });
+    const page = await db.document.findMany({ where: { id: { in: ids.slice(i, i + 10_000) } }, select: { id: true, name: true, inQueues: true, ...processingStateColumns, embeddingStatus: true, embeddingError: true } });
     for (const d of page) byId.set(d.id, d);
   }
   return byId;
@@ -78,17 +79,17 @@ async function listJobs(deps: { db: Db; temporal: Client }, limit: number): Prom
 const queueNames = ['digitize', 'rewrite', 'embedding'];
 
 /**
- * Documents per queue (their `in_queues` markers), and the documents not being deleted that show
- * `BUDGET_BLOCKED:`, or another processing_error or a failed embedding: two grouped queries, shared by GET /api/queue
+ * Documents per queue (their `in_queues` markers), and the documents not being deleted that are
+ * budget_blocked, or failed or with a failed embedding: two grouped queries, shared by GET /api/queue
  * and /metrics so that both always agree.
  */
 export async function documentCounts(db: Db): Promise<{ queues: Record<string, number>; budgetBlocked: number; failed: number }> {
   const [perQueue, [problems]] = await Promise.all([
     db.$queryRaw<Array<{ queue: string; documents: bigint }>>`SELECT q AS queue, count(*) AS documents FROM documents, unnest("inQueues") AS q GROUP BY q`,
     db.$queryRaw<Array<{ budget_blocked: bigint; failed: bigint }>>`
-      SELECT count(*) FILTER (WHERE starts_with("processingError", 'BUDGET_BLOCKED:')) AS budget_blocked,
-             count(*) FILTER (WHERE NOT starts_with("processingError", 'BUDGET_BLOCKED:') OR "embeddingStatus" = 'failed') AS failed
-      FROM documents WHERE ("processingError" IS NOT NULL OR "embeddingStatus" = 'failed') AND "deletionRequestedAt" IS NULL`,
+      SELECT count(*) FILTER (WHERE "processingState" = 'budget_blocked') AS budget_blocked,
+             count(*) FILTER (WHERE "processingState" = 'failed' OR "embeddingStatus" = 'failed') AS failed
+      FROM documents WHERE ("processingState" IS NOT NULL OR "embeddingStatus" = 'failed') AND "deletionRequestedAt" IS NULL`,
   ]);
   const queues: Record<string, number> = Object.fromEntries(queueNames.map((q) => [q, 0]));
   for (const row of perQueue) queues[row.queue] = Number(row.documents);
@@ -96,7 +97,7 @@ export async function documentCounts(db: Db): Promise<{ queues: Record<string, n
 }
 
 async function queueMarkers(db: Db) {
-  return db.document.findMany({ where: { NOT: { inQueues: { isEmpty: true } } }, select: { id: true, name: true, inQueues: true, knowledgeBaseId: true, processingError: true } });
+  return db.document.findMany({ where: { NOT: { inQueues: { isEmpty: true } } }, select: { id: true, name: true, inQueues: true, knowledgeBaseId: true } });
 }
 
 /** GET /api/queue: documents per queue (durable markers) and pipeline jobs per status. */
@@ -112,7 +113,7 @@ export async function queueStatus(deps: QueueDeps) {
 export async function queueJobs(deps: QueueDeps, limit: number) {
   const jobs = await listJobs(deps, limit);
   return {
-    jobs: jobs.map(({ job, doc }) => ({ ...job, document_name: doc?.name ?? null, in_queues: doc?.inQueues ?? [], processing_error: doc?.processingError ?? null, embedding_error: doc?.embeddingError ?? null })),
+    jobs: jobs.map(({ job, doc }) => ({ ...job, document_name: doc?.name ?? null, in_queues: doc?.inQueues ?? [], processing_error: doc ? processingErrorOf(doc) : null, embedding_error: doc?.embeddingError ?? null })),
     limit,
   };
 }
@@ -187,14 +188,14 @@ export async function clearOrphanMarkers(deps: QueueDeps) {
  */
 export async function retryFailedRewrites(deps: QueueDeps) {
   const failed = await deps.db.document.findMany({
-    where: { deletionRequestedAt: null, OR: [{ processingError: { startsWith: 'REWRITE_FAILED:' } }, { processingError: { startsWith: 'REWRITE_REJECTED:' } }] },
-    select: { id: true, processingError: true },
+    where: { deletionRequestedAt: null, processingState: 'failed', OR: [{ failureMessage: { startsWith: 'REWRITE_FAILED:' } }, { failureMessage: { startsWith: 'REWRITE_REJECTED:' } }] },
+    select: { id: true, failureMessage: true },
   });
   const retried: string[] = [];
-  for (const { id, processingError } of failed) {
+  for (const { id, failureMessage } of failed) {
     const handle = deps.temporal.workflow.getHandle(documentWorkflowId(id));
     const progress = await handle.query(progressQuery).catch(() => null);
-    const failing = progress?.currentStep === 'rewrite' && (progress.status === 'failed' || (progress.status === 'running' && progress.lastError === processingError));
+    const failing = progress?.currentStep === 'rewrite' && (progress.status === 'failed' || (progress.status === 'running' && progress.lastError === failureMessage));
     if (!failing) continue;
     await handle.signal(retrySignal);
     retried.push(id);

@@ -8,6 +8,7 @@ import { isBlank } from '../platform/text.js';
 import type { EmbeddingProvider } from '../providers/embeddings.js';
 import { chunkClassFor, type SearchHit, type VectorIndex } from '../providers/vector-index.js';
 import { findKnowledgeBase } from '../knowledge/lookup.js';
+import { budgetBlockedMessage } from '../contracts/budget-admission.js';
 import { supportedBm25Languages } from './language-analysis.js';
 import { fusionUnit, retrievalDefaults, searchKnowledgeBase, streamNames, type FusionMethod, type RetrievalSettings, type StreamName } from './hybrid-search.js';
 import { rescoringFeatures } from './rescoring.js';
@@ -125,7 +126,7 @@ function budgetedQueryEmbedder(deps: RagDeps, knowledgeBaseId: string, skipped: 
     const operationKey = `search-query-${crypto.randomUUID()}`;
     const admission = await reserve(deps.db, { knowledgeBaseId, operationKey, workflowId: 'api-search', category: 'embedding', bound: embeddingBatchBound(queries, deps.embedder) });
     if (!admission.admitted) {
-      skipped.reason = `BUDGET_BLOCKED:${admission.reason}: ${admission.detail}`;
+      skipped.reason = budgetBlockedMessage(admission.reason, admission.detail);
       return null;
     }
     let result;

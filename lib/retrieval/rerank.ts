@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import type { Bound } from '../contracts/budget-admission.js';
+import { budgetBlockedMessage, type Bound } from '../contracts/budget-admission.js';
 import { markUncertain, release, reserve, settle } from '../budget/ledger.js';
 import type { RerankerSettings } from '../platform/config.js';
 import type { Db } from '../platform/db.js';
@@ -73,7 +73,7 @@ export async function rerankStage(
   if (settings.priceUsdPerMillionTokens !== null) {
     operationKey = `search-rerank-${crypto.randomUUID()}`;
     const admission = await reserve(deps.db, { knowledgeBaseId, operationKey, workflowId: 'api-search', category: 'other', bound: rerankBound(query, documents, settings.priceUsdPerMillionTokens) });
-    if (!admission.admitted) return done({ ranked: unranked(fused, topK), applied: null, skipped: `BUDGET_BLOCKED:${admission.reason}: ${admission.detail}` });
+    if (!admission.admitted) return done({ ranked: unranked(fused, topK), applied: null, skipped: budgetBlockedMessage(admission.reason, admission.detail) });
   }
 
   const reranker = rerankerFor(settings);

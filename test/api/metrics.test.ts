@@ -177,7 +177,7 @@ describe('Prometheus metrics at /metrics', function () {
     await eventually('the block', async () => (await read()).processing_error?.startsWith('BUDGET_BLOCKED:'));
     const blocked = valueOf(await scrape(), 'dwb_budget_blocked_documents');
     assert.ok(blocked >= valueOf(s0, 'dwb_budget_blocked_documents') + 1, `blocked: ${blocked}`);
-    const directly = await api.deps.db.document.count({ where: { processingError: { startsWith: 'BUDGET_BLOCKED:' }, deletionRequestedAt: null } });
+    const directly = await api.deps.db.document.count({ where: { processingState: 'budget_blocked', deletionRequestedAt: null } });
     assert.ok(blocked <= directly + 1 && blocked >= directly - 1, `the gauge is what Postgres holds (${blocked} vs ${directly})`);
 
     // Raising the limit resumes it: the block is no longer counted, and the run completes.

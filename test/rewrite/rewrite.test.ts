@@ -714,10 +714,14 @@ describe('LLM rewriting', function () {
       // The window that flaked, held open: the document shows a state that visibility does not have
       // yet. The job view follows the document.
       const row = await api.deps.db.document.findUniqueOrThrow({ where: { id: blocked } });
-      await api.deps.db.document.update({ where: { id: blocked }, data: { processingError: 'REWRITE_FAILED: recorded a moment ago' } });
+      await api.deps.db.document.update({
+        where: { id: blocked },
+        data: { processingState: 'failed', failureMessage: 'REWRITE_FAILED: recorded a moment ago', budgetBlockReason: null, budgetBlockDetail: null },
+      });
       const ahead = (await http('GET', '/api/queue/jobs?limit=1000', { key: admin() })).body.jobs.find((j: { document_id: string }) => j.document_id === blocked);
       assert.deepEqual([ahead.status, ahead.budget_blocked], ['failed', false]);
-      await api.deps.db.document.update({ where: { id: blocked }, data: { processingError: row.processingError } });
+      const { processingState, budgetBlockReason, budgetBlockDetail, failureMessage } = row;
+      await api.deps.db.document.update({ where: { id: blocked }, data: { processingState, budgetBlockReason, budgetBlockDetail, failureMessage } });
       const status = await http('GET', '/api/queue', { key: admin() });
       assert.equal(status.status, 200);
       assert.ok(status.body.queues.rewrite >= 1);

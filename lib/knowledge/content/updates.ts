@@ -15,6 +15,7 @@ import { checkUpload, type UploadedFile } from '../../digitization/uploads.js';
 import { findDocument } from '../lookup.js';
 import { standDownWaitingRun, startDocumentPipeline } from '../pipeline-runs.js';
 import { moveQueueMarkers } from '../queue-markers.js';
+import { markBudgetBlocked, notWaiting, stateOf } from '../state.js';
 import { decodeUtf8, isTextOriginal, textOriginalExtensions, type ContentDeps, type DocumentRow, type EditableContentVersion } from './versions.js';
 
 type Tx = Prisma.TransactionClient;
@@ -108,7 +109,7 @@ async function replaceRewritten(deps: ContentDeps, partner: string, doc: Documen
   await deps.db.$transaction([
     deps.db.document.update({
       where: { id: doc.id },
-      data: { fileRewritten: 'rewritten.md', finalRewriteCharCount: countCharacters(text), embeddingStatus: 'pending', embeddingError: null, processingError: null, embeddingChunkCount: 0 },
+      data: { fileRewritten: 'rewritten.md', finalRewriteCharCount: countCharacters(text), embeddingStatus: 'pending', embeddingError: null, ...notWaiting, embeddingChunkCount: 0 },
     }),
     moveQueueMarkers(deps.db, doc.id, { add: ['embedding'] }),
   ]);
@@ -158,7 +159,7 @@ export async function acceptDigitizedCharacters(db: Db, operationKey: string, do
       if (write) await write();
       await tx.document.update({
         where: { id: documentId },
-        data: { fileDigitized: 'digitized.md', digitizedCharCount: charCount, acceptedCharacters: charCount, processingError: null },
+        data: { fileDigitized: 'digitized.md', digitizedCharCount: charCount, acceptedCharacters: charCount, ...notWaiting },
       });
       // The digitized text is final: the document leaves the digitize queue.
       await moveQueueMarkers(tx, documentId, { remove: ['digitize'] });
@@ -207,7 +208,7 @@ async function replaceDigitized(deps: ContentDeps, partner: string, doc: Documen
   await storage.write(cacheKey, text);
   // Visible at once; the workflow clears it when it accepts the text (set before the start, so a
   // workflow that is admitted at once cannot have its cleared error overwritten).
-  await db.document.update({ where: { id: doc.id }, data: { processingError: `BUDGET_BLOCKED:${admission.reason}: ${admission.detail}` } });
+  await markBudgetBlocked(db, doc.id, admission.reason, admission.detail);
   try {
     await startDocumentPipeline(deps, {
       documentId: doc.id,
@@ -219,7 +220,7 @@ async function replaceDigitized(deps: ContentDeps, partner: string, doc: Documen
   } catch (err) {
     if (previous) await storage.write(cacheKey, previous);
     else await storage.removePrefix(cacheKey);
-    await db.document.update({ where: { id: doc.id }, data: { processingError: doc.processingError } });
+    await db.document.update({ where: { id: doc.id }, data: stateOf(doc) });
     if (err instanceof WorkflowExecutionAlreadyStartedError) throw conflict(`document ${doc.id} is being processed; update its content when its processing has finished`);
     throw new AppError('unavailable', `could not start processing: ${(err as Error).message}`);
   }
