@@ -13,7 +13,7 @@ import { isAudioVideo } from '../lib/digitization/formats.js';
 import { TranscriptUnavailable, type VideoTranscriptSource } from '../lib/providers/video-transcripts.js';
 import { ScrapeFailed, type Scraper } from '../lib/providers/scraper.js';
 import { ProviderRefused, type SpeechToTextEngine } from '../lib/providers/speech-to-text.js';
-import { markUncertain, release, reserve, settle } from '../lib/budget/ledger.js';
+import { holdBeforeDispatch, markUncertain, release, reserve, settle } from '../lib/budget/ledger.js';
 import { Prisma } from '../lib/platform/db.js';
 import { pipelineFailure, type DigitizeDocumentInput, type DigitizeDocumentOutcome, type DocumentRef, type ScrapeOutcome } from '../lib/contracts/document-pipeline.js';
 import type { EmbeddingProvider } from '../lib/providers/embeddings.js';
@@ -181,10 +181,7 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
       if (await storage.exists(scrapeRecord(documentId))) {
         record = JSON.parse(await storage.readText(scrapeRecord(documentId)));
       } else {
-        const hold = await db.budgetReservation.findUnique({ where: { operationKey } });
-        if (!hold) throw new Error(`no reservation ${operationKey}: a scrape is dispatched only after admission`);
-        if (hold.status === 'uncertain' || (hold.status === 'pending' && Context.current().info.attempt > 1)) {
-          await markUncertain(db, operationKey, 'the worker was lost while the scrape was in flight');
+        if ((await holdBeforeDispatch(db, operationKey, Context.current().info.attempt, 'scrape')) === 'lost') {
           return { outcome: 'ambiguous', message: 'the worker was lost during the scrape; its cost is unknown' };
         }
         let result;

@@ -4,7 +4,7 @@ import type { Db } from '../lib/platform/db.js';
 import type { Config } from '../lib/platform/config.js';
 import type { FileStorage } from '../lib/platform/storage.js';
 import { documentFiles } from '../lib/platform/storage.js';
-import { markUncertain, release, settle } from '../lib/budget/ledger.js';
+import { holdBeforeDispatch, markUncertain, release, settle } from '../lib/budget/ledger.js';
 import { LlmCallFailed, classifyLlmError, type ChatCallResult, type ChatModel } from '../lib/providers/llm.js';
 import { beginRewriteAttempt, clearBudgetBlock, finishRewriteAttempt, recordRewritePass } from '../lib/knowledge/state.js';
 import { countCharacters } from '../lib/platform/text.js';
@@ -128,12 +128,8 @@ export function createRewriteActivities({ db, storage, config, chatModel }: Rewr
       if (await storage.exists(answerKey)) {
         answer = JSON.parse(await storage.readText(answerKey));
       } else {
-        const hold = await db.budgetReservation.findUnique({ where: { operationKey } });
-        if (!hold) throw new Error(`no reservation ${operationKey}: a call is dispatched only after admission`);
-        if (hold.status === 'uncertain' || (hold.status === 'pending' && ctx.info.attempt > 1)) {
-          await markUncertain(db, operationKey, 'the worker was lost while the provider call was in flight');
-          return { outcome: 'ambiguous', message: 'the worker was lost during the model call; its usage is unknown', retryAfterMs: null };
-        }
+        const hold = await holdBeforeDispatch(db, operationKey, ctx.info.attempt, 'provider call');
+        if (hold === 'lost') return { outcome: 'ambiguous', message: 'the worker was lost during the model call; its usage is unknown', retryAfterMs: null };
         if (hold.status !== 'pending') throw new Error(`reservation ${operationKey} is ${hold.status} before its call`);
         const beat = setInterval(() => ctx.heartbeat(), 5_000);
         try {

@@ -146,6 +146,22 @@ export async function markUncertain(db: Db, operationKey: string, note: string):
   return rows[0]!.changed;
 }
 
+/**
+ * The hold of a paid provider call (`what`: "provider call", "scrape") about to be dispatched, or
+ * `lost`: an attempt after the first that still finds the hold pending, with no answer kept by the
+ * attempt before, cannot know whether the provider did (and billed) the work, so the operation
+ * becomes uncertain (as does one found uncertain) and the call is not made again.
+ */
+export async function holdBeforeDispatch(db: Db, operationKey: string, attempt: number, what: string) {
+  const hold = await db.budgetReservation.findUnique({ where: { operationKey } });
+  if (!hold) throw new Error(`no reservation ${operationKey}: a ${what} is dispatched only after admission`);
+  if (hold.status === 'uncertain' || (hold.status === 'pending' && attempt > 1)) {
+    await markUncertain(db, operationKey, `the worker was lost while the ${what} was in flight`);
+    return 'lost' as const;
+  }
+  return hold;
+}
+
 /** Returns an unused hold (the operation failed or never ran). Idempotent. */
 export async function release(db: Db, operationKey: string, note = 'released'): Promise<boolean> {
   const { rows } = await db.pool.query<{ changed: boolean }>('SELECT budget_release($1, $2) AS changed', [operationKey, note]);
