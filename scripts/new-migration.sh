@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates the next migration after you changed prisma/schema.prisma, without internet access:
+# Creates the next migration after you changed prisma/schema.prisma or a file of prisma/functions,
+# without internet access:
 #
 #   scripts/new-migration.sh <name>        e.g. scripts/new-migration.sh add_document_language
 #
@@ -10,7 +11,14 @@
 # existing migrations in a temporary shadow database, so a Postgres server must be reachable at
 # DATABASE_URL (default: the local one; the database itself need not exist, and no data is read or
 # changed). For the very first migration it diffs from an empty database and writes
-# migration_lock.toml as well. If the schema has no changes, nothing is written.
+# migration_lock.toml as well.
+#
+# Then it appends every SQL function file (prisma/functions/<name>.sql, one function each, its
+# current definition as CREATE OR REPLACE FUNCTION) whose definition differs from what the
+# migrations leave in a fresh database, or that no migration creates yet: scripts/sql-functions.ts
+# migrates a scratch database beside DATABASE_URL's to find out (docs/architecture-sql-functions.md).
+# A function whose arguments or result type change needs a DROP FUNCTION before it: add it by hand.
+# If neither the schema nor a function changed, nothing is written.
 #
 # Review the generated SQL (e.g. renames show up as drop + add), then apply it with
 #   scripts/prisma.sh migrate deploy
@@ -50,16 +58,30 @@ status=$?
 set -e
 
 case "$status" in
-  0)
-    echo "No changes: $SCHEMA matches $MIGRATIONS_DIR. Nothing written." >&2
-    exit 0
-    ;;
-  2) ;; # the diff is not empty: that is the new migration
+  0) : >"$sql" ;; # the schema has no changes; functions may
+  2) ;; # the diff is not empty: that is the new migration's start
   *)
     echo "error: prisma migrate diff failed (exit $status)" >&2
     exit "$status"
     ;;
 esac
+
+functions=()
+if [[ -f "$MIGRATIONS_DIR/migration_lock.toml" ]]; then
+  listed="$(node --import tsx scripts/sql-functions.ts changed "${DATABASE_URL:-postgresql://postgres@127.0.0.1:5432/postgres}")"
+  [[ -n "$listed" ]] && mapfile -t functions <<<"$listed"
+else
+  mapfile -t functions < <(ls prisma/functions/*.sql 2>/dev/null || true)
+fi
+
+if [[ "$status" -eq 0 && ${#functions[@]} -eq 0 ]]; then
+  echo "No changes: $SCHEMA matches $MIGRATIONS_DIR and every function of prisma/functions is as the migrations leave it. Nothing written." >&2
+  exit 0
+fi
+for f in "${functions[@]}"; do
+  printf '\n-- %s\n' "$f" >>"$sql"
+  cat "$f" >>"$sql"
+done
 
 dir="$MIGRATIONS_DIR/$(date -u +%Y%m%d%H%M%S)_$name"
 if [[ -e "$dir" ]]; then
@@ -67,8 +89,8 @@ if [[ -e "$dir" ]]; then
   exit 1
 fi
 mkdir -p "$dir"
-# Drop the blank lines the CLI prints after the script; end the file with one newline.
-node -e 'const fs = require("fs"); fs.writeFileSync(process.argv[2], fs.readFileSync(process.argv[1], "utf8").trimEnd() + "\n")' "$sql" "$dir/migration.sql"
+# Drop the blank lines around the script; end the file with one newline.
+node -e 'const fs = require("fs"); fs.writeFileSync(process.argv[2], fs.readFileSync(process.argv[1], "utf8").trim() + "\n")' "$sql" "$dir/migration.sql"
 
 if [[ ! -f "$MIGRATIONS_DIR/migration_lock.toml" ]]; then
   cat >"$MIGRATIONS_DIR/migration_lock.toml" <<'LOCK'
