@@ -1,11 +1,12 @@
-import os from 'node:os';
 import path from 'node:path';
 import { hasControlCharacters, trimEndOf } from './text.js';
 import { redactSecrets } from './redact.js';
+import { settings, type SettingName, type SettingSpec, type SettingValue } from './config-schema.js';
 
 /**
  * Every setting the processes read, validated once at start-up. A missing or malformed value stops
  * the process with a message naming the variable, rather than failing later inside a request.
+ * Names, types, defaults and bounds are declared in config-schema.ts; this is their shape in code.
  */
 export interface Config {
   databaseUrl: string;
@@ -33,7 +34,7 @@ export interface Config {
   maxUploadBytes: number;
   /** How long an API process reuses a partner key's lookup (0: never); creations check the partner's row anyway. */
   partnerKeyCacheSeconds: number;
-  logLevel: 'debug' | 'info' | 'warn' | 'error';
+  logLevel: SettingValue<'LOG_LEVEL'>;
   /** A prebuilt workflow bundle (bundleWorkflowCode output); null bundles workflows/ at start. */
   workflowBundlePath: string | null;
   workerMaxActivities: number;
@@ -194,7 +195,7 @@ export interface DialogAnalysisSettings {
   /** Model at OPENAI_BASE_URL; without OPENAI_BASE_URL analyses fail at once, saying so. */
   model: string;
   /** First response mode of every analysis; `auto`: structured outputs when the schemas allow it. */
-  responseFormat: 'auto' | 'json_schema' | 'json_object' | 'prompt';
+  responseFormat: SettingValue<'DIALOG_ANALYSIS_RESPONSE_FORMAT'>;
   /** Answers judged against the schemas before an analysis is `failed`. */
   maxAttempts: number;
   maxOutputTokens: number;
@@ -211,7 +212,7 @@ export interface DialogAnalysisSettings {
 }
 
 export interface TranscriptionSettings {
-  /** TRANSCRIPTION_MODEL: an OpenAI-compatible transcription model; null: local PocketSphinx (English only). */
+  /** TRANSCRIPTION_MODEL: an OpenAI-compatible transcription model; null: the local Moonshine engine (English only). */
   model: string | null;
   /** Where that model is served (TRANSCRIPTION_BASE_URL, else OPENAI_BASE_URL) and its key. */
   baseUrl: string | null;
@@ -243,6 +244,17 @@ export interface TranscriptionSettings {
   audioWorkerMaxActivities: number;
   /** Heartbeat timeout of a segment: how soon a lost worker's segment is given to another. */
   heartbeatTimeoutSeconds: number;
+  /** The local engine (Moonshine base, used when TRANSCRIPTION_MODEL is unset). */
+  local: LocalSpeechToTextSettings;
+}
+
+export interface LocalSpeechToTextSettings {
+  /** TRANSCRIPTION_LOCAL_MODEL_DIR: where scripts/fetch-models.sh put the ONNX weights. */
+  modelDir: string;
+  /** TRANSCRIPTION_LOCAL_THREADS: CPU threads of one model run. */
+  threads: number;
+  /** TRANSCRIPTION_LOCAL_CONCURRENCY: model runs at once in one process (they share one loaded model). */
+  concurrency: number;
 }
 
 export interface SpeechSettings {
@@ -349,6 +361,8 @@ export interface MessagingSettings {
    * this long ago that the key has room for it (0: always after the hold). A refused hold aborts the call.
    */
   callDuringAdmissionSeconds: number;
+  /** How long a process lends holds from its escrow slice of a busy key (0: no escrow). */
+  quotaEscrowSeconds: number;
 }
 
 export interface EmbeddingSettings {
@@ -369,7 +383,7 @@ export interface EmbeddingSettings {
 /** Retrieval (README, "Embedding and retrieval"). */
 export interface RetrievalConfig {
   /** RETRIEVAL_FUSION: `score` (normalised scores) or `rrf` (reciprocal ranks). */
-  fusion: 'score' | 'rrf';
+  fusion: SettingValue<'RETRIEVAL_FUSION'>;
   /** RETRIEVAL_WEIGHT_DENSE / _SPARSE / _BM25; null: the built-in default chosen on the evaluation sets. */
   weights: { dense: number | null; sparse: number | null; bm25: number | null };
   /** RETRIEVAL_RESCORING: the learned re-scoring after fusion (name and opening of each candidate) on or off. */
@@ -395,125 +409,49 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
-/** Defaults that make a fresh clone run against the embedded servers that `scripts/start` launches. */
-const configDefaults = {
-  DATABASE_URL: 'postgresql://postgres@127.0.0.1:5432/dwb_dev',
-  TEMPORAL_ADDRESS: '127.0.0.1:7233',
-  TEMPORAL_NAMESPACE: 'default',
-  TEMPORAL_TASK_QUEUE: 'knowledge',
-  WEAVIATE_URL: 'http://127.0.0.1:8080',
-  WEAVIATE_TIMEOUT_SECONDS: '30',
-  WEAVIATE_REPLICATION_FACTOR: '1',
-  WEAVIATE_WRITE_CONSISTENCY: 'QUORUM',
-  WEAVIATE_READ_CONSISTENCY: 'QUORUM',
-  PORT: '3000',
-  TRUST_PROXY: 'false',
-  STORAGE_DIR: '.data/storage',
-  S3_REGION: 'us-east-1',
-  MAX_UPLOAD_BYTES: String(100 * 1024 * 1024),
-  PARTNER_KEY_CACHE_SECONDS: '5',
-  LOG_LEVEL: 'info',
-  WORKER_MAX_ACTIVITIES: '32',
-  BUDGET_SWEEP_INTERVAL_SECONDS: '60',
-  BUDGET_SWEEP_GRACE_SECONDS: '300',
-  BUDGET_RECHECK_INTERVAL_MS: '300000',
-  RECONCILE_INTERVAL_SECONDS: '60',
-  RECONCILE_GRACE_SECONDS: '60',
-  MESSAGING_DEFAULT_OUTPUT_TOKENS: '4096',
-  MESSAGING_SSE_KEEPALIVE_MS: '15000',
-  MESSAGING_UPSTREAM_TIMEOUT_SECONDS: '600',
-  LEGACY_COMPLETION_MODEL: 'gpt-4.1-mini',
-  LEGACY_COMPLETION_RETENTION_SECONDS: '1200',
-  MESSAGING_KEY_CACHE_SECONDS: '5',
-  MESSAGING_UPSTREAM_MAX_SOCKETS: '256',
-  MESSAGING_SERVER_TIMING: 'false',
-  MESSAGING_CALL_DURING_ADMISSION_SECONDS: '10',
-  VIDEO_PLATFORM_BASE_URL: 'https://www.youtube.com',
-  REWRITE_MODEL_STANDARD: 'gpt-4.1',
-  REWRITE_MODEL_ECONOMY: 'gpt-4.1-mini',
-  REWRITE_MAX_OUTPUT_TOKENS: '16384',
-  REWRITE_PART_TOKENS: '6000',
-  REWRITE_OVERLAP_TOKENS: '200',
-  REWRITE_TIMEOUT_SECONDS: '600',
-  REWRITE_MAX_OUTAGE_SECONDS: '86400',
-  PDF_OCR_MAX_PAGES: '100',
-  PDF_OCR_CONCURRENCY: '2',
-  PDF_OCR_DPI: '300',
-  LIBREOFFICE_TIMEOUT_SECONDS: '120',
-  DIGITIZATION_MAX_OUTAGE_SECONDS: '3600',
-  VENDOR_SYNC_MAX_OUTAGE_SECONDS: '3600',
-  DIALOG_ANALYSIS_MODEL: 'gpt-4.1-mini',
-  DIALOG_ANALYSIS_RESPONSE_FORMAT: 'auto',
-  DIALOG_ANALYSIS_MAX_ATTEMPTS: '3',
-  DIALOG_ANALYSIS_MAX_OUTPUT_TOKENS: '4096',
-  DIALOG_ANALYSIS_TIMEOUT_SECONDS: '300',
-  DIALOG_ANALYSIS_MAX_OUTAGE_SECONDS: '1800',
-  DIALOG_ANALYSIS_RETENTION_SECONDS: '86400',
-  DIALOG_ANALYSIS_RATE_LIMIT_PER_MINUTE: '60',
-  DIALOG_ANALYSIS_VALIDATION_TIMEOUT_MS: '5000',
-  VIDEO_DATA_API_BASE_URL: 'https://www.googleapis.com/youtube/v3',
-  VIDEO_DATA_API_TIMEOUT_SECONDS: '30',
-  CHANNEL_SCAN_INTERVAL_SECONDS: '86400',
-  CHANNEL_RETRY_INITIAL_SECONDS: '60',
-  CHANNEL_RETRY_MAX_SECONDS: '3600',
-  CHANNEL_IMPORT_CONCURRENCY: '4',
-  TRANSCRIPTION_TIMEOUT_SECONDS: '600',
-  TRANSCRIPTION_RATE_LIMIT_PER_MINUTE: '30',
-  TRANSCRIPTION_CONCURRENCY_LIMIT: '5',
-  TRANSCRIPT_RETENTION_SECONDS: String(30 * 86400),
-  TRANSCRIPT_UPLOAD_RETENTION_SECONDS: '86400',
-  TRANSCRIPT_PENDING_UPLOADS_PER_PARTNER: '20',
-  TRANSCRIPT_SEGMENT_SECONDS: '120',
-  TRANSCRIPT_SEGMENT_CONCURRENCY: '1',
-  TRANSCRIPT_MAX_AUDIO_SECONDS: '14400',
-  TRANSCRIPT_AUDIO_FETCH_TIMEOUT_SECONDS: '300',
-  TRANSCRIPT_AUDIO_FETCH_MAX_BYTES: String(100 * 1024 * 1024),
-  TRANSCRIPT_HEARTBEAT_TIMEOUT_SECONDS: '30',
-  AUDIO_WORKER_MAX_ACTIVITIES: '2',
-  SPEECH_REMOTE_VOICES: 'alloy,ash,ballad,coral,echo,fable,onyx,nova,sage,shimmer,verse,marin,cedar',
-  SPEECH_TIMEOUT_SECONDS: '60',
-  SPEECH_MAX_CONCURRENT: '2',
-  VOICE_JOB_POLL_INTERVAL_MS: '5000',
-  VOICE_JOB_TIMEOUT_SECONDS: '3600',
-  VOICE_MAX_UPLOAD_BYTES: String(100 * 1024 * 1024),
-  VOICE_MAX_ORIGINAL_SECONDS: '3600',
-  VOICE_HEARTBEAT_TIMEOUT_SECONDS: '30',
-  VOICE_RETRY_WINDOW_SECONDS: String(7 * 86400),
-  VOICE_RATE_LIMIT_PER_MINUTE: '30',
-  METRICS_CACHE_SECONDS: '15',
-  METRICS_CLOSED_WINDOW_SECONDS: '3600',
-  REQUESTS_PER_MINUTE_KNOWLEDGE_BASE: '1200',
-  REQUESTS_PER_MINUTE_MESSAGING: '600',
-  REQUESTS_PER_MINUTE_TRANSCRIPTION: '600',
-  REQUESTS_PER_MINUTE_SPEECH: '300',
-  REQUESTS_PER_MINUTE_DIALOG_ANALYSIS: '600',
-  REQUESTS_PER_MINUTE_VOICES: '600',
-  REQUESTS_PER_MINUTE_ANONYMOUS: '0',
-  RATE_LIMIT_TARPIT_MS: '1000',
-  REQUESTS_IN_FLIGHT_PER_KEY: '4',
-  REQUESTS_BURST_PER_KEY: '20',
-  JSON_BODY_MAX_BYTES: String(16 * 1024 * 1024),
-  FORM_TEXT_FIELD_MAX_BYTES: String(16 * 1024 * 1024),
-  BATCH_UPLOAD_MAX_BYTES: String(1024 * 1024 * 1024),
-  TOOL_MAX_MEMORY_MB: '2048',
-  TOOL_MAX_FILE_MB: '2048',
-  EXTRACT_ZIP_MAX_ENTRIES: '10000',
-  EXTRACT_ZIP_MAX_INFLATED_MB: '256',
-  EXTRACT_MAX_HEAP_MB: '1024',
-  EXTRACT_MAX_THREADS: String(os.availableParallelism()),
-  EXTRACT_TIMEOUT_SECONDS: '300',
-  EXTRACT_TOOL_TIMEOUT_SECONDS: '120',
-  DOCUMENT_MAX_MEDIA_SECONDS: '14400',
-} as const;
-
 type Env = Record<string, string | undefined>;
 
-function read(env: Env, name: keyof typeof configDefaults): string {
-  const value = env[name];
-  return value === undefined || value === '' ? configDefaults[name] : value;
+/**
+ * A setting's value as lib/platform/config-schema.ts declares it: the variable, else its default
+ * (an empty value counts as unset), parsed and checked; null when unset without a default.
+ */
+export function setting<N extends SettingName>(env: Env, name: N): SettingValue<N> {
+  const spec: SettingSpec = settings[name];
+  const given = env[name];
+  const value = given !== undefined && given !== '' ? given : (spec.default ?? spec.defaultFrom?.((other) => setting(env, other as SettingName)));
+  return (value === undefined ? null : parseSetting(name, spec, value)) as SettingValue<N>;
 }
 
-function urlSetting(name: string, value: string, protocols: string[]): string {
+function parseSetting(name: string, spec: SettingSpec, value: string): unknown {
+  switch (spec.type) {
+    case 'integer':
+      return integerSetting(name, value, spec.min ?? 0, spec.max ?? Number.MAX_SAFE_INTEGER);
+    case 'number':
+      if (!/^\d+(?:\.\d+)?$/.test(value) || Number(value) > (spec.max ?? Infinity)) {
+        throw new ConfigError(`${name} must be a non-negative number${spec.max === undefined ? '' : ` (at most ${spec.max})`}, got ${JSON.stringify(value)}`);
+      }
+      return Number(value);
+    case 'boolean':
+      return booleanSetting(name, value);
+    case 'url':
+      return urlSetting(name, value, spec.protocols ?? ['http:', 'https:']);
+    case 'enum': {
+      const values = spec.values ?? [];
+      const given = spec.upperCase ? value.toUpperCase() : value;
+      if (!values.includes(given)) throw new ConfigError(`${name} must be ${values.length === 2 ? values.join(' or ') : `one of ${values.join(', ')}`}, got ${JSON.stringify(value)}`);
+      return given;
+    }
+    case 'list':
+      return value.split(',').map((v) => v.trim()).filter(Boolean);
+    case 'string':
+      if (spec.pattern && !spec.pattern.test(value)) throw new ConfigError(`${name} must be ${spec.mustBe}, got ${JSON.stringify(value)}`);
+      return value;
+    case 'json':
+      return value;
+  }
+}
+
+function urlSetting(name: string, value: string, protocols: readonly string[]): string {
   let parsed: URL;
   try {
     parsed = new URL(value);
@@ -549,14 +487,7 @@ function trustProxySetting(value: string): Config['trustProxy'] {
 }
 
 /** How many of a Weaviate object's replicas must answer (weaviate-ts-client's ConsistencyLevel). */
-export type WeaviateConsistency = 'ONE' | 'QUORUM' | 'ALL';
-const consistencyLevels: readonly WeaviateConsistency[] = ['ONE', 'QUORUM', 'ALL'];
-
-function consistencySetting(name: string, value: string): WeaviateConsistency {
-  const level = value.toUpperCase() as WeaviateConsistency;
-  if (!consistencyLevels.includes(level)) throw new ConfigError(`${name} must be one of ${consistencyLevels.join(', ')}, got ${JSON.stringify(value)}`);
-  return level;
-}
+export type WeaviateConsistency = SettingValue<'WEAVIATE_WRITE_CONSISTENCY'>;
 
 function booleanSetting(name: string, value: string | undefined): boolean {
   if (value === undefined || value === '') return false;
@@ -565,7 +496,7 @@ function booleanSetting(name: string, value: string | undefined): boolean {
   throw new ConfigError(`${name} must be true or false, got ${JSON.stringify(value)}`);
 }
 
-function modelPricesSetting(value: string | undefined): Record<string, ModelPrice> {
+function modelPricesSetting(value: string | null): Record<string, ModelPrice> {
   if (!value) return { ...defaultModelPrices };
   let parsed: unknown;
   try {
@@ -585,221 +516,208 @@ function modelPricesSetting(value: string | undefined): Record<string, ModelPric
 }
 
 function scraperSettings(env: Env): ScraperSettings | null {
-  if (!env.SCRAPER_BASE_URL) return null;
-  const cost = Number(env.SCRAPER_COST_PER_CREDIT_USD ?? '0.001');
-  if (!Number.isFinite(cost) || cost < 0) throw new ConfigError(`SCRAPER_COST_PER_CREDIT_USD must be a non-negative number, got ${JSON.stringify(env.SCRAPER_COST_PER_CREDIT_USD)}`);
+  const baseUrl = setting(env, 'SCRAPER_BASE_URL');
+  if (baseUrl === null) return null;
   return {
-    baseUrl: urlSetting('SCRAPER_BASE_URL', env.SCRAPER_BASE_URL, ['http:', 'https:']),
-    apiKey: env.SCRAPER_API_KEY || null,
-    name: env.SCRAPER_NAME || 'firecrawl',
-    costPerCreditUsd: cost,
-    creditsPerPage: integerSetting('SCRAPER_CREDITS_PER_PAGE', env.SCRAPER_CREDITS_PER_PAGE || '5', 1, 1_000_000),
-    timeoutMs: 1000 * integerSetting('SCRAPER_TIMEOUT_SECONDS', env.SCRAPER_TIMEOUT_SECONDS || '120', 1, 3600),
+    baseUrl,
+    apiKey: setting(env, 'SCRAPER_API_KEY'),
+    name: setting(env, 'SCRAPER_NAME'),
+    costPerCreditUsd: setting(env, 'SCRAPER_COST_PER_CREDIT_USD'),
+    creditsPerPage: setting(env, 'SCRAPER_CREDITS_PER_PAGE'),
+    timeoutMs: 1000 * setting(env, 'SCRAPER_TIMEOUT_SECONDS'),
   };
 }
 
 function videoDataApiSettings(env: Env): VideoDataApiSettings {
-  const price = env.VIDEO_DATA_API_UNIT_PRICE_USD;
-  if (price && !/^\d{1,12}(?:\.\d{1,8})?$/.test(price)) {
-    throw new ConfigError(`VIDEO_DATA_API_UNIT_PRICE_USD must be a non-negative decimal with at most 8 decimal places, got ${JSON.stringify(price)}`);
-  }
   return {
-    baseUrl: urlSetting('VIDEO_DATA_API_BASE_URL', read(env, 'VIDEO_DATA_API_BASE_URL'), ['http:', 'https:']),
-    apiKey: env.VIDEO_DATA_API_KEY || null,
-    timeoutMs: 1000 * integerSetting('VIDEO_DATA_API_TIMEOUT_SECONDS', read(env, 'VIDEO_DATA_API_TIMEOUT_SECONDS'), 1, 600),
-    unitPriceUsd: price || null,
+    baseUrl: setting(env, 'VIDEO_DATA_API_BASE_URL'),
+    apiKey: setting(env, 'VIDEO_DATA_API_KEY'),
+    timeoutMs: 1000 * setting(env, 'VIDEO_DATA_API_TIMEOUT_SECONDS'),
+    unitPriceUsd: setting(env, 'VIDEO_DATA_API_UNIT_PRICE_USD'),
   };
 }
 
 function channelSettings(env: Env): ChannelSettings {
-  const retryInitialSeconds = integerSetting('CHANNEL_RETRY_INITIAL_SECONDS', read(env, 'CHANNEL_RETRY_INITIAL_SECONDS'), 1, 86400);
-  const retryMaxSeconds = integerSetting('CHANNEL_RETRY_MAX_SECONDS', read(env, 'CHANNEL_RETRY_MAX_SECONDS'), 1, 7 * 86400);
+  const retryInitialSeconds = setting(env, 'CHANNEL_RETRY_INITIAL_SECONDS');
+  const retryMaxSeconds = setting(env, 'CHANNEL_RETRY_MAX_SECONDS');
   if (retryMaxSeconds < retryInitialSeconds) throw new ConfigError('CHANNEL_RETRY_MAX_SECONDS must not be less than CHANNEL_RETRY_INITIAL_SECONDS');
   return {
-    scanIntervalSeconds: integerSetting('CHANNEL_SCAN_INTERVAL_SECONDS', read(env, 'CHANNEL_SCAN_INTERVAL_SECONDS'), 1, 31_536_000),
+    scanIntervalSeconds: setting(env, 'CHANNEL_SCAN_INTERVAL_SECONDS'),
     retryInitialSeconds,
     retryMaxSeconds,
-    importConcurrency: integerSetting('CHANNEL_IMPORT_CONCURRENCY', read(env, 'CHANNEL_IMPORT_CONCURRENCY'), 1, 100),
+    importConcurrency: setting(env, 'CHANNEL_IMPORT_CONCURRENCY'),
   };
 }
 
 /** A model API of its own (`<PREFIX>_BASE_URL`, `<PREFIX>_API_KEY`), else the shared OPENAI_* one. */
 function modelEndpoint(env: Env, prefix: 'TRANSCRIPTION' | 'SPEECH', openaiBaseUrl: string | null) {
-  const own = env[`${prefix}_BASE_URL`];
-  const baseUrl = own ? urlSetting(`${prefix}_BASE_URL`, own, ['http:', 'https:']) : openaiBaseUrl;
-  const model = env[`${prefix}_MODEL`] || null;
+  const baseUrl = setting(env, `${prefix}_BASE_URL`) ?? openaiBaseUrl;
+  const model = setting(env, `${prefix}_MODEL`);
   if (model && !baseUrl) throw new ConfigError(`${prefix}_MODEL needs ${prefix}_BASE_URL or OPENAI_BASE_URL (the OpenAI-compatible API that serves it)`);
-  return { model, baseUrl, apiKey: env[`${prefix}_API_KEY`] || env.OPENAI_API_KEY || null };
+  return { model, baseUrl, apiKey: setting(env, `${prefix}_API_KEY`) ?? setting(env, 'OPENAI_API_KEY') };
 }
 
 /** Segments one transcript may have: its workflow's history grows by about six events a segment. */
 const maxTranscriptSegments = 2_000;
 
-function transcriptionSettings(env: Env, openaiBaseUrl: string | null, temporalTaskQueue: string): TranscriptionSettings {
-  const int = (name: keyof typeof configDefaults, min: number, max: number) => integerSetting(name, read(env, name), min, max);
-  const segments = Math.ceil(int('TRANSCRIPT_MAX_AUDIO_SECONDS', 1, 7 * 86400) / int('TRANSCRIPT_SEGMENT_SECONDS', 5, 3600));
+function transcriptionSettings(env: Env, openaiBaseUrl: string | null): TranscriptionSettings {
+  const segments = Math.ceil(setting(env, 'TRANSCRIPT_MAX_AUDIO_SECONDS') / setting(env, 'TRANSCRIPT_SEGMENT_SECONDS'));
   if (segments > maxTranscriptSegments) {
     throw new ConfigError(`TRANSCRIPT_MAX_AUDIO_SECONDS / TRANSCRIPT_SEGMENT_SECONDS allows ${segments} segments a transcript; at most ${maxTranscriptSegments} keep a transcript's workflow history bounded`);
   }
   return {
     ...modelEndpoint(env, 'TRANSCRIPTION', openaiBaseUrl),
-    timeoutSeconds: int('TRANSCRIPTION_TIMEOUT_SECONDS', 1, 86400),
-    rateLimitPerMinute: int('TRANSCRIPTION_RATE_LIMIT_PER_MINUTE', 0, 1_000_000),
-    concurrencyLimit: int('TRANSCRIPTION_CONCURRENCY_LIMIT', 0, 1_000_000),
-    retentionSeconds: int('TRANSCRIPT_RETENTION_SECONDS', 1, 10 * 365 * 86400),
-    uploadRetentionSeconds: int('TRANSCRIPT_UPLOAD_RETENTION_SECONDS', 1, 30 * 86400),
-    pendingUploadsLimit: int('TRANSCRIPT_PENDING_UPLOADS_PER_PARTNER', 0, 1_000_000),
-    segmentSeconds: int('TRANSCRIPT_SEGMENT_SECONDS', 5, 3600),
-    segmentConcurrency: int('TRANSCRIPT_SEGMENT_CONCURRENCY', 1, 64),
-    maxAudioSeconds: int('TRANSCRIPT_MAX_AUDIO_SECONDS', 1, 7 * 86400),
-    audioFetchTimeoutSeconds: int('TRANSCRIPT_AUDIO_FETCH_TIMEOUT_SECONDS', 1, 86400),
-    audioFetchMaxBytes: int('TRANSCRIPT_AUDIO_FETCH_MAX_BYTES', 1024, 100 * 1024 * 1024),
-    audioTaskQueue: env.TEMPORAL_AUDIO_TASK_QUEUE || `${temporalTaskQueue}-audio`,
-    audioWorkerMaxActivities: int('AUDIO_WORKER_MAX_ACTIVITIES', 1, 1000),
-    heartbeatTimeoutSeconds: int('TRANSCRIPT_HEARTBEAT_TIMEOUT_SECONDS', 5, 3600),
+    timeoutSeconds: setting(env, 'TRANSCRIPTION_TIMEOUT_SECONDS'),
+    rateLimitPerMinute: setting(env, 'TRANSCRIPTION_RATE_LIMIT_PER_MINUTE'),
+    concurrencyLimit: setting(env, 'TRANSCRIPTION_CONCURRENCY_LIMIT'),
+    retentionSeconds: setting(env, 'TRANSCRIPT_RETENTION_SECONDS'),
+    uploadRetentionSeconds: setting(env, 'TRANSCRIPT_UPLOAD_RETENTION_SECONDS'),
+    pendingUploadsLimit: setting(env, 'TRANSCRIPT_PENDING_UPLOADS_PER_PARTNER'),
+    segmentSeconds: setting(env, 'TRANSCRIPT_SEGMENT_SECONDS'),
+    segmentConcurrency: setting(env, 'TRANSCRIPT_SEGMENT_CONCURRENCY'),
+    maxAudioSeconds: setting(env, 'TRANSCRIPT_MAX_AUDIO_SECONDS'),
+    audioFetchTimeoutSeconds: setting(env, 'TRANSCRIPT_AUDIO_FETCH_TIMEOUT_SECONDS'),
+    audioFetchMaxBytes: setting(env, 'TRANSCRIPT_AUDIO_FETCH_MAX_BYTES'),
+    audioTaskQueue: setting(env, 'TEMPORAL_AUDIO_TASK_QUEUE'),
+    audioWorkerMaxActivities: setting(env, 'AUDIO_WORKER_MAX_ACTIVITIES'),
+    heartbeatTimeoutSeconds: setting(env, 'TRANSCRIPT_HEARTBEAT_TIMEOUT_SECONDS'),
+    local: {
+      modelDir: setting(env, 'TRANSCRIPTION_LOCAL_MODEL_DIR'),
+      threads: setting(env, 'TRANSCRIPTION_LOCAL_THREADS'),
+      concurrency: setting(env, 'TRANSCRIPTION_LOCAL_CONCURRENCY'),
+    },
   };
 }
 
 function speechSettings(env: Env, openaiBaseUrl: string | null): SpeechSettings {
-  const languageField = env.SPEECH_LANGUAGE_FIELD || null;
-  if (languageField && !/^[A-Z_][\w.-]{0,63}$/i.test(languageField)) throw new ConfigError(`SPEECH_LANGUAGE_FIELD must be a JSON field name, got ${JSON.stringify(languageField)}`);
-  const remoteVoices = read(env, 'SPEECH_REMOTE_VOICES').split(',').map((v) => v.trim()).filter(Boolean);
   return {
     ...modelEndpoint(env, 'SPEECH', openaiBaseUrl),
-    remoteVoices,
-    languageField,
-    timeoutSeconds: integerSetting('SPEECH_TIMEOUT_SECONDS', read(env, 'SPEECH_TIMEOUT_SECONDS'), 1, 3600),
-    maxConcurrent: integerSetting('SPEECH_MAX_CONCURRENT', read(env, 'SPEECH_MAX_CONCURRENT'), 1, 1000),
+    remoteVoices: setting(env, 'SPEECH_REMOTE_VOICES'),
+    languageField: setting(env, 'SPEECH_LANGUAGE_FIELD'),
+    timeoutSeconds: setting(env, 'SPEECH_TIMEOUT_SECONDS'),
+    maxConcurrent: setting(env, 'SPEECH_MAX_CONCURRENT'),
   };
 }
 
 function rewriteSettings(env: Env): RewriteSettings {
-  const partTokens = integerSetting('REWRITE_PART_TOKENS', read(env, 'REWRITE_PART_TOKENS'), 100, 1_000_000);
-  const overlapTokens = integerSetting('REWRITE_OVERLAP_TOKENS', read(env, 'REWRITE_OVERLAP_TOKENS'), 0, 100_000);
+  const partTokens = setting(env, 'REWRITE_PART_TOKENS');
+  const overlapTokens = setting(env, 'REWRITE_OVERLAP_TOKENS');
   if (overlapTokens >= partTokens / 2) throw new ConfigError('REWRITE_OVERLAP_TOKENS must be less than half of REWRITE_PART_TOKENS');
   return {
-    models: { standard: read(env, 'REWRITE_MODEL_STANDARD'), economy: read(env, 'REWRITE_MODEL_ECONOMY') },
-    fallbackModel: env.REWRITE_FALLBACK_MODEL || null,
-    maxOutputTokens: integerSetting('REWRITE_MAX_OUTPUT_TOKENS', read(env, 'REWRITE_MAX_OUTPUT_TOKENS'), 16, 1_000_000),
+    models: { standard: setting(env, 'REWRITE_MODEL_STANDARD'), economy: setting(env, 'REWRITE_MODEL_ECONOMY') },
+    fallbackModel: setting(env, 'REWRITE_FALLBACK_MODEL'),
+    maxOutputTokens: setting(env, 'REWRITE_MAX_OUTPUT_TOKENS'),
     partTokens,
     overlapTokens,
-    timeoutSeconds: integerSetting('REWRITE_TIMEOUT_SECONDS', read(env, 'REWRITE_TIMEOUT_SECONDS'), 1, 86400),
-    maxOutageSeconds: integerSetting('REWRITE_MAX_OUTAGE_SECONDS', read(env, 'REWRITE_MAX_OUTAGE_SECONDS'), 1, 7 * 86400),
+    timeoutSeconds: setting(env, 'REWRITE_TIMEOUT_SECONDS'),
+    maxOutageSeconds: setting(env, 'REWRITE_MAX_OUTAGE_SECONDS'),
   };
 }
 
-function voiceSettings(env: Env, port: number): VoiceSettings {
-  const int = (name: keyof typeof configDefaults, min: number, max: number) => integerSetting(name, read(env, name), min, max);
-  if (env.VOICE_JOB_API_KEY && !env.VOICE_JOB_BASE_URL) throw new ConfigError('VOICE_JOB_API_KEY needs VOICE_JOB_BASE_URL (the GPU job service it is the key of)');
+function voiceSettings(env: Env): VoiceSettings {
+  const [baseUrl, apiKey] = [setting(env, 'VOICE_JOB_BASE_URL'), setting(env, 'VOICE_JOB_API_KEY')];
+  if (apiKey && !baseUrl) throw new ConfigError('VOICE_JOB_API_KEY needs VOICE_JOB_BASE_URL (the GPU job service it is the key of)');
   return {
-    gpuJobs: env.VOICE_JOB_BASE_URL ? { baseUrl: urlSetting('VOICE_JOB_BASE_URL', env.VOICE_JOB_BASE_URL, ['http:', 'https:']), apiKey: env.VOICE_JOB_API_KEY || null } : null,
-    gpuJobPollIntervalMs: int('VOICE_JOB_POLL_INTERVAL_MS', 50, 600_000),
-    gpuJobTimeoutSeconds: int('VOICE_JOB_TIMEOUT_SECONDS', 1, 7 * 86400),
-    jobFilesBaseUrl: urlSetting('VOICE_JOB_FILES_BASE_URL', env.VOICE_JOB_FILES_BASE_URL || `http://127.0.0.1:${port || 3000}`, ['http:', 'https:']),
-    maxUploadBytes: int('VOICE_MAX_UPLOAD_BYTES', 1, 10 * 1024 ** 3),
-    maxOriginalSeconds: int('VOICE_MAX_ORIGINAL_SECONDS', 5, 7 * 86400),
-    heartbeatTimeoutSeconds: int('VOICE_HEARTBEAT_TIMEOUT_SECONDS', 5, 3600),
-    retryWindowSeconds: int('VOICE_RETRY_WINDOW_SECONDS', 1, 365 * 86400),
-    rateLimitPerMinute: int('VOICE_RATE_LIMIT_PER_MINUTE', 0, 1_000_000),
+    gpuJobs: baseUrl ? { baseUrl, apiKey } : null,
+    gpuJobPollIntervalMs: setting(env, 'VOICE_JOB_POLL_INTERVAL_MS'),
+    gpuJobTimeoutSeconds: setting(env, 'VOICE_JOB_TIMEOUT_SECONDS'),
+    jobFilesBaseUrl: setting(env, 'VOICE_JOB_FILES_BASE_URL'),
+    maxUploadBytes: setting(env, 'VOICE_MAX_UPLOAD_BYTES'),
+    maxOriginalSeconds: setting(env, 'VOICE_MAX_ORIGINAL_SECONDS'),
+    heartbeatTimeoutSeconds: setting(env, 'VOICE_HEARTBEAT_TIMEOUT_SECONDS'),
+    retryWindowSeconds: setting(env, 'VOICE_RETRY_WINDOW_SECONDS'),
+    rateLimitPerMinute: setting(env, 'VOICE_RATE_LIMIT_PER_MINUTE'),
   };
 }
-
-const responseFormats = ['auto', 'json_schema', 'json_object', 'prompt'] as const;
 
 function dialogAnalysisSettings(env: Env): DialogAnalysisSettings {
-  const model = read(env, 'DIALOG_ANALYSIS_MODEL');
+  const model = setting(env, 'DIALOG_ANALYSIS_MODEL');
   if (model.length > 200 || hasControlCharacters(model)) throw new ConfigError(`DIALOG_ANALYSIS_MODEL must be a model name of at most 200 characters, got ${JSON.stringify(model.slice(0, 40))}`);
-  const responseFormat = read(env, 'DIALOG_ANALYSIS_RESPONSE_FORMAT');
-  if (!(responseFormats as readonly string[]).includes(responseFormat)) {
-    throw new ConfigError(`DIALOG_ANALYSIS_RESPONSE_FORMAT must be one of ${responseFormats.join(', ')}, got ${JSON.stringify(responseFormat)}`);
-  }
   return {
     model,
-    responseFormat: responseFormat as DialogAnalysisSettings['responseFormat'],
-    maxAttempts: integerSetting('DIALOG_ANALYSIS_MAX_ATTEMPTS', read(env, 'DIALOG_ANALYSIS_MAX_ATTEMPTS'), 1, 10),
-    maxOutputTokens: integerSetting('DIALOG_ANALYSIS_MAX_OUTPUT_TOKENS', read(env, 'DIALOG_ANALYSIS_MAX_OUTPUT_TOKENS'), 16, 1_000_000),
-    timeoutSeconds: integerSetting('DIALOG_ANALYSIS_TIMEOUT_SECONDS', read(env, 'DIALOG_ANALYSIS_TIMEOUT_SECONDS'), 1, 600),
-    maxOutageSeconds: integerSetting('DIALOG_ANALYSIS_MAX_OUTAGE_SECONDS', read(env, 'DIALOG_ANALYSIS_MAX_OUTAGE_SECONDS'), 1, 21_600),
-    retentionSeconds: integerSetting('DIALOG_ANALYSIS_RETENTION_SECONDS', read(env, 'DIALOG_ANALYSIS_RETENTION_SECONDS'), 1, 30 * 86400),
-    rateLimitPerMinute: integerSetting('DIALOG_ANALYSIS_RATE_LIMIT_PER_MINUTE', read(env, 'DIALOG_ANALYSIS_RATE_LIMIT_PER_MINUTE'), 0, 1_000_000),
-    validationTimeoutMs: integerSetting('DIALOG_ANALYSIS_VALIDATION_TIMEOUT_MS', read(env, 'DIALOG_ANALYSIS_VALIDATION_TIMEOUT_MS'), 100, 60_000),
+    responseFormat: setting(env, 'DIALOG_ANALYSIS_RESPONSE_FORMAT'),
+    maxAttempts: setting(env, 'DIALOG_ANALYSIS_MAX_ATTEMPTS'),
+    maxOutputTokens: setting(env, 'DIALOG_ANALYSIS_MAX_OUTPUT_TOKENS'),
+    timeoutSeconds: setting(env, 'DIALOG_ANALYSIS_TIMEOUT_SECONDS'),
+    maxOutageSeconds: setting(env, 'DIALOG_ANALYSIS_MAX_OUTAGE_SECONDS'),
+    retentionSeconds: setting(env, 'DIALOG_ANALYSIS_RETENTION_SECONDS'),
+    rateLimitPerMinute: setting(env, 'DIALOG_ANALYSIS_RATE_LIMIT_PER_MINUTE'),
+    validationTimeoutMs: setting(env, 'DIALOG_ANALYSIS_VALIDATION_TIMEOUT_MS'),
   };
 }
 
 export function loadConfig(env: Env = process.env): Config {
-  const adminApiKey = env.ADMIN_API_KEY ?? '';
+  const adminApiKey = setting(env, 'ADMIN_API_KEY') ?? '';
   if (adminApiKey.length === 0) throw new ConfigError('ADMIN_API_KEY is required (the administrator key for /api)');
   if (adminApiKey.length < 16) throw new ConfigError('ADMIN_API_KEY must be at least 16 characters');
 
   const { address: temporalAddress } = temporalConnection(env);
-  const openaiBaseUrl = env.OPENAI_BASE_URL ? urlSetting('OPENAI_BASE_URL', env.OPENAI_BASE_URL, ['http:', 'https:']) : null;
-  const logLevel = read(env, 'LOG_LEVEL');
-  if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) {
-    throw new ConfigError(`LOG_LEVEL must be one of debug, info, warn, error, got ${JSON.stringify(logLevel)}`);
-  }
+  const openaiBaseUrl = setting(env, 'OPENAI_BASE_URL');
+  const workflowBundlePath = setting(env, 'WORKFLOW_BUNDLE_PATH');
 
   return {
-    databaseUrl: urlSetting('DATABASE_URL', read(env, 'DATABASE_URL'), ['postgresql:', 'postgres:']),
+    databaseUrl: setting(env, 'DATABASE_URL'),
     temporalAddress,
-    temporalNamespace: read(env, 'TEMPORAL_NAMESPACE'),
-    temporalTaskQueue: read(env, 'TEMPORAL_TASK_QUEUE'),
-    weaviateUrl: urlSetting('WEAVIATE_URL', read(env, 'WEAVIATE_URL'), ['http:', 'https:']),
-    weaviateTimeoutMs: integerSetting('WEAVIATE_TIMEOUT_SECONDS', read(env, 'WEAVIATE_TIMEOUT_SECONDS'), 1, 3600) * 1000,
+    temporalNamespace: setting(env, 'TEMPORAL_NAMESPACE'),
+    temporalTaskQueue: setting(env, 'TEMPORAL_TASK_QUEUE'),
+    weaviateUrl: setting(env, 'WEAVIATE_URL'),
+    weaviateTimeoutMs: setting(env, 'WEAVIATE_TIMEOUT_SECONDS') * 1000,
     weaviateReplication: {
-      factor: integerSetting('WEAVIATE_REPLICATION_FACTOR', read(env, 'WEAVIATE_REPLICATION_FACTOR'), 1, 100),
-      write: consistencySetting('WEAVIATE_WRITE_CONSISTENCY', read(env, 'WEAVIATE_WRITE_CONSISTENCY')),
-      read: consistencySetting('WEAVIATE_READ_CONSISTENCY', read(env, 'WEAVIATE_READ_CONSISTENCY')),
+      factor: setting(env, 'WEAVIATE_REPLICATION_FACTOR'),
+      write: setting(env, 'WEAVIATE_WRITE_CONSISTENCY'),
+      read: setting(env, 'WEAVIATE_READ_CONSISTENCY'),
     },
-    port: integerSetting('PORT', read(env, 'PORT'), 0, 65535),
-    trustProxy: trustProxySetting(read(env, 'TRUST_PROXY')),
+    port: setting(env, 'PORT'),
+    trustProxy: trustProxySetting(setting(env, 'TRUST_PROXY')),
     adminApiKey,
     openaiBaseUrl,
-    openaiApiKey: env.OPENAI_API_KEY || null,
-    storageDir: path.resolve(read(env, 'STORAGE_DIR')),
+    openaiApiKey: setting(env, 'OPENAI_API_KEY'),
+    storageDir: path.resolve(setting(env, 'STORAGE_DIR')),
     objectStore: objectStoreSettings(env),
-    maxUploadBytes: integerSetting('MAX_UPLOAD_BYTES', read(env, 'MAX_UPLOAD_BYTES'), 1, 10 * 1024 ** 3),
-    partnerKeyCacheSeconds: integerSetting('PARTNER_KEY_CACHE_SECONDS', read(env, 'PARTNER_KEY_CACHE_SECONDS'), 0, 3600),
-    logLevel: logLevel as Config['logLevel'],
-    workflowBundlePath: env.WORKFLOW_BUNDLE_PATH ? path.resolve(env.WORKFLOW_BUNDLE_PATH) : null,
-    workerMaxActivities: integerSetting('WORKER_MAX_ACTIVITIES', read(env, 'WORKER_MAX_ACTIVITIES'), 1, 1000),
-    budgetSweepIntervalSeconds: integerSetting('BUDGET_SWEEP_INTERVAL_SECONDS', read(env, 'BUDGET_SWEEP_INTERVAL_SECONDS'), 1, 86400),
-    transcription: transcriptionSettings(env, openaiBaseUrl, read(env, 'TEMPORAL_TASK_QUEUE')),
+    maxUploadBytes: setting(env, 'MAX_UPLOAD_BYTES'),
+    partnerKeyCacheSeconds: setting(env, 'PARTNER_KEY_CACHE_SECONDS'),
+    logLevel: setting(env, 'LOG_LEVEL'),
+    workflowBundlePath: workflowBundlePath ? path.resolve(workflowBundlePath) : null,
+    workerMaxActivities: setting(env, 'WORKER_MAX_ACTIVITIES'),
+    budgetSweepIntervalSeconds: setting(env, 'BUDGET_SWEEP_INTERVAL_SECONDS'),
+    transcription: transcriptionSettings(env, openaiBaseUrl),
     speech: speechSettings(env, openaiBaseUrl),
     embedding: embeddingSettings(env, openaiBaseUrl),
     retrieval: retrievalSettings(env),
     vendorSync: vendorSyncSettings(env, openaiBaseUrl),
-    urlFetchAllowPrivate: booleanSetting('URL_FETCH_ALLOW_PRIVATE', env.URL_FETCH_ALLOW_PRIVATE),
-    urlFetchAllowLoopback: booleanSetting('URL_FETCH_ALLOW_LOOPBACK', env.URL_FETCH_ALLOW_LOOPBACK),
-    budgetSweepGraceSeconds: integerSetting('BUDGET_SWEEP_GRACE_SECONDS', read(env, 'BUDGET_SWEEP_GRACE_SECONDS'), 0, 7 * 86400),
-    budgetRecheckIntervalMs: integerSetting('BUDGET_RECHECK_INTERVAL_MS', read(env, 'BUDGET_RECHECK_INTERVAL_MS'), 10, 86_400_000),
-    reconcileIntervalSeconds: integerSetting('RECONCILE_INTERVAL_SECONDS', read(env, 'RECONCILE_INTERVAL_SECONDS'), 0, 86400),
-    reconcileGraceSeconds: integerSetting('RECONCILE_GRACE_SECONDS', read(env, 'RECONCILE_GRACE_SECONDS'), 0, 86400),
+    urlFetchAllowPrivate: setting(env, 'URL_FETCH_ALLOW_PRIVATE'),
+    urlFetchAllowLoopback: setting(env, 'URL_FETCH_ALLOW_LOOPBACK'),
+    budgetSweepGraceSeconds: setting(env, 'BUDGET_SWEEP_GRACE_SECONDS'),
+    budgetRecheckIntervalMs: setting(env, 'BUDGET_RECHECK_INTERVAL_MS'),
+    reconcileIntervalSeconds: setting(env, 'RECONCILE_INTERVAL_SECONDS'),
+    reconcileGraceSeconds: setting(env, 'RECONCILE_GRACE_SECONDS'),
     messaging: {
-      defaultOutputTokenBound: integerSetting('MESSAGING_DEFAULT_OUTPUT_TOKENS', read(env, 'MESSAGING_DEFAULT_OUTPUT_TOKENS'), 1, 10_000_000),
-      sseKeepAliveMs: integerSetting('MESSAGING_SSE_KEEPALIVE_MS', read(env, 'MESSAGING_SSE_KEEPALIVE_MS'), 10, 3_600_000),
-      upstreamTimeoutSeconds: integerSetting('MESSAGING_UPSTREAM_TIMEOUT_SECONDS', read(env, 'MESSAGING_UPSTREAM_TIMEOUT_SECONDS'), 1, 86400),
-      legacyModel: read(env, 'LEGACY_COMPLETION_MODEL'),
-      legacyRetentionSeconds: integerSetting('LEGACY_COMPLETION_RETENTION_SECONDS', read(env, 'LEGACY_COMPLETION_RETENTION_SECONDS'), 1, 30 * 86400),
-      keyCacheSeconds: integerSetting('MESSAGING_KEY_CACHE_SECONDS', read(env, 'MESSAGING_KEY_CACHE_SECONDS'), 0, 3600),
-      upstreamMaxSockets: integerSetting('MESSAGING_UPSTREAM_MAX_SOCKETS', read(env, 'MESSAGING_UPSTREAM_MAX_SOCKETS'), 1, 100_000),
-      serverTiming: booleanSetting('MESSAGING_SERVER_TIMING', read(env, 'MESSAGING_SERVER_TIMING')),
-      callDuringAdmissionSeconds: integerSetting('MESSAGING_CALL_DURING_ADMISSION_SECONDS', read(env, 'MESSAGING_CALL_DURING_ADMISSION_SECONDS'), 0, 3600),
+      defaultOutputTokenBound: setting(env, 'MESSAGING_DEFAULT_OUTPUT_TOKENS'),
+      sseKeepAliveMs: setting(env, 'MESSAGING_SSE_KEEPALIVE_MS'),
+      upstreamTimeoutSeconds: setting(env, 'MESSAGING_UPSTREAM_TIMEOUT_SECONDS'),
+      legacyModel: setting(env, 'LEGACY_COMPLETION_MODEL'),
+      legacyRetentionSeconds: setting(env, 'LEGACY_COMPLETION_RETENTION_SECONDS'),
+      keyCacheSeconds: setting(env, 'MESSAGING_KEY_CACHE_SECONDS'),
+      upstreamMaxSockets: setting(env, 'MESSAGING_UPSTREAM_MAX_SOCKETS'),
+      serverTiming: setting(env, 'MESSAGING_SERVER_TIMING'),
+      callDuringAdmissionSeconds: setting(env, 'MESSAGING_CALL_DURING_ADMISSION_SECONDS'),
+      quotaEscrowSeconds: setting(env, 'MESSAGING_QUOTA_ESCROW_SECONDS'),
     },
     rewrite: rewriteSettings(env),
     scraper: scraperSettings(env),
-    videoPlatformBaseUrl: urlSetting('VIDEO_PLATFORM_BASE_URL', read(env, 'VIDEO_PLATFORM_BASE_URL'), ['http:', 'https:']),
+    videoPlatformBaseUrl: setting(env, 'VIDEO_PLATFORM_BASE_URL'),
     videoDataApi: videoDataApiSettings(env),
     channels: channelSettings(env),
-    modelPrices: modelPricesSetting(env.MODEL_PRICES),
+    modelPrices: modelPricesSetting(setting(env, 'MODEL_PRICES')),
     digitization: {
-      pdfOcrMaxPages: integerSetting('PDF_OCR_MAX_PAGES', read(env, 'PDF_OCR_MAX_PAGES'), 0, 100_000),
-      pdfOcrConcurrency: integerSetting('PDF_OCR_CONCURRENCY', read(env, 'PDF_OCR_CONCURRENCY'), 1, 64),
-      pdfOcrDpi: integerSetting('PDF_OCR_DPI', read(env, 'PDF_OCR_DPI'), 72, 1200),
-      libreOfficeTimeoutSeconds: integerSetting('LIBREOFFICE_TIMEOUT_SECONDS', read(env, 'LIBREOFFICE_TIMEOUT_SECONDS'), 5, 3600),
-      maxOutageSeconds: integerSetting('DIGITIZATION_MAX_OUTAGE_SECONDS', read(env, 'DIGITIZATION_MAX_OUTAGE_SECONDS'), 1, 86_400),
+      pdfOcrMaxPages: setting(env, 'PDF_OCR_MAX_PAGES'),
+      pdfOcrConcurrency: setting(env, 'PDF_OCR_CONCURRENCY'),
+      pdfOcrDpi: setting(env, 'PDF_OCR_DPI'),
+      libreOfficeTimeoutSeconds: setting(env, 'LIBREOFFICE_TIMEOUT_SECONDS'),
+      maxOutageSeconds: setting(env, 'DIGITIZATION_MAX_OUTAGE_SECONDS'),
     },
     dialogAnalysis: dialogAnalysisSettings(env),
-    voices: voiceSettings(env, integerSetting('PORT', read(env, 'PORT'), 0, 65535)),
+    voices: voiceSettings(env),
     metrics: metricsSettings(env, adminApiKey),
     limits: abuseLimits(env),
   };
@@ -813,7 +731,7 @@ const bucketName = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
  * null, and an S3_* setting is refused, since the files would then go to STORAGE_DIR unnoticed.
  */
 function objectStoreSettings(env: Env): ObjectStoreSettings | null {
-  const url = env.STORAGE_URL ?? '';
+  const url = setting(env, 'STORAGE_URL');
   if (!url) {
     const stray = (['S3_ENDPOINT', 'S3_REGION', 'S3_FORCE_PATH_STYLE'] as const).find((name) => env[name]);
     if (stray) throw new ConfigError(`${stray} is set but STORAGE_URL is not: stored files would go to the local STORAGE_DIR; set STORAGE_URL=s3://<bucket>[/<prefix>] to use the object store`);
@@ -829,10 +747,9 @@ function objectStoreSettings(env: Env): ObjectStoreSettings | null {
   if (prefix && (prefix.split('/').some((segment) => segment === '' || segment === '.' || segment === '..') || hasControlCharacters(prefix))) {
     throw new ConfigError(`STORAGE_URL's prefix must be path segments without empty, "." or ".." ones, got ${JSON.stringify(rawPrefix)}`);
   }
-  const endpoint = env.S3_ENDPOINT ? urlSetting('S3_ENDPOINT', env.S3_ENDPOINT, ['http:', 'https:']) : null;
-  const region = read(env, 'S3_REGION');
-  if (!/^[a-z0-9][\w.-]{0,62}$/i.test(region)) throw new ConfigError(`S3_REGION must be a region name (e.g. us-east-1), got ${JSON.stringify(region)}`);
-  const { AWS_ACCESS_KEY_ID: accessKeyId, AWS_SECRET_ACCESS_KEY: secretAccessKey, AWS_SESSION_TOKEN: sessionToken } = env;
+  const endpoint = setting(env, 'S3_ENDPOINT');
+  const region = setting(env, 'S3_REGION');
+  const [accessKeyId, secretAccessKey, sessionToken] = [setting(env, 'AWS_ACCESS_KEY_ID'), setting(env, 'AWS_SECRET_ACCESS_KEY'), setting(env, 'AWS_SESSION_TOKEN')];
   if (!accessKeyId !== !secretAccessKey) {
     throw new ConfigError(`${accessKeyId ? 'AWS_SECRET_ACCESS_KEY' : 'AWS_ACCESS_KEY_ID'} is required with ${accessKeyId ? 'AWS_ACCESS_KEY_ID' : 'AWS_SECRET_ACCESS_KEY'} (or set neither: the AWS SDK's default credentials then apply)`);
   }
@@ -844,122 +761,104 @@ function objectStoreSettings(env: Env): ObjectStoreSettings | null {
     endpoint,
     region,
     // A server of one's own (S3_ENDPOINT) rarely has a wildcard DNS name per bucket; AWS prefers the host style.
-    forcePathStyle: env.S3_FORCE_PATH_STYLE ? booleanSetting('S3_FORCE_PATH_STYLE', env.S3_FORCE_PATH_STYLE) : endpoint !== null,
+    forcePathStyle: setting(env, 'S3_FORCE_PATH_STYLE') ?? endpoint !== null,
     credentials: accessKeyId && secretAccessKey ? { accessKeyId, secretAccessKey, ...(sessionToken ? { sessionToken } : {}) } : null,
   };
 }
 
 /** Where Temporal is: also what `npm run temporal` hands the Temporal CLI (scripts/temporal.ts). */
 export function temporalConnection(env: Env = process.env): { address: string; namespace: string } {
-  const address = read(env, 'TEMPORAL_ADDRESS');
-  if (!/^[\w.:[\]-]+:\d+$/.test(address)) {
-    throw new ConfigError(`TEMPORAL_ADDRESS must be host:port, got ${JSON.stringify(address)}`);
-  }
-  return { address, namespace: read(env, 'TEMPORAL_NAMESPACE') };
+  const address = setting(env, 'TEMPORAL_ADDRESS');
+  return { address, namespace: setting(env, 'TEMPORAL_NAMESPACE') };
 }
 
 function abuseLimits(env: Env): AbuseLimits {
-  const int = (name: keyof typeof configDefaults, min: number, max: number) => integerSetting(name, read(env, name), min, max);
-  const perMinute = (name: keyof typeof configDefaults) => int(name, 0, 1_000_000);
   const mib = 1024 * 1024;
   return {
     requestsPerMinute: {
-      'knowledge-base': perMinute('REQUESTS_PER_MINUTE_KNOWLEDGE_BASE'),
-      messaging: perMinute('REQUESTS_PER_MINUTE_MESSAGING'),
-      transcription: perMinute('REQUESTS_PER_MINUTE_TRANSCRIPTION'),
-      speech: perMinute('REQUESTS_PER_MINUTE_SPEECH'),
-      'dialog-analysis': perMinute('REQUESTS_PER_MINUTE_DIALOG_ANALYSIS'),
-      voices: perMinute('REQUESTS_PER_MINUTE_VOICES'),
+      'knowledge-base': setting(env, 'REQUESTS_PER_MINUTE_KNOWLEDGE_BASE'),
+      messaging: setting(env, 'REQUESTS_PER_MINUTE_MESSAGING'),
+      transcription: setting(env, 'REQUESTS_PER_MINUTE_TRANSCRIPTION'),
+      speech: setting(env, 'REQUESTS_PER_MINUTE_SPEECH'),
+      'dialog-analysis': setting(env, 'REQUESTS_PER_MINUTE_DIALOG_ANALYSIS'),
+      voices: setting(env, 'REQUESTS_PER_MINUTE_VOICES'),
     },
-    anonymousRequestsPerMinute: perMinute('REQUESTS_PER_MINUTE_ANONYMOUS'),
-    tarpitMs: int('RATE_LIMIT_TARPIT_MS', 0, 60_000),
-    inFlightPerKey: int('REQUESTS_IN_FLIGHT_PER_KEY', 0, 100_000),
-    burstPerKey: int('REQUESTS_BURST_PER_KEY', 0, 100_000),
-    jsonBodyMaxBytes: int('JSON_BODY_MAX_BYTES', 1024, 1024 * mib),
-    formTextFieldMaxBytes: int('FORM_TEXT_FIELD_MAX_BYTES', 1024, 1024 * mib),
+    anonymousRequestsPerMinute: setting(env, 'REQUESTS_PER_MINUTE_ANONYMOUS'),
+    tarpitMs: setting(env, 'RATE_LIMIT_TARPIT_MS'),
+    inFlightPerKey: setting(env, 'REQUESTS_IN_FLIGHT_PER_KEY'),
+    burstPerKey: setting(env, 'REQUESTS_BURST_PER_KEY'),
+    jsonBodyMaxBytes: setting(env, 'JSON_BODY_MAX_BYTES'),
+    formTextFieldMaxBytes: setting(env, 'FORM_TEXT_FIELD_MAX_BYTES'),
     // Never more than the batch limit of lib/knowledge/documents.ts, which checks the sum again.
-    batchUploadMaxBytes: int('BATCH_UPLOAD_MAX_BYTES', 1024, 1024 * mib),
-    tools: { maxMemoryBytes: int('TOOL_MAX_MEMORY_MB', 64, 1024 * 1024) * mib, maxFileBytes: int('TOOL_MAX_FILE_MB', 1, 1024 * 1024) * mib },
+    batchUploadMaxBytes: setting(env, 'BATCH_UPLOAD_MAX_BYTES'),
+    tools: { maxMemoryBytes: setting(env, 'TOOL_MAX_MEMORY_MB') * mib, maxFileBytes: setting(env, 'TOOL_MAX_FILE_MB') * mib },
     extraction: {
-      zipMaxEntries: int('EXTRACT_ZIP_MAX_ENTRIES', 1, 1_000_000),
-      zipMaxInflatedBytes: int('EXTRACT_ZIP_MAX_INFLATED_MB', 1, 64 * 1024) * mib,
-      maxHeapMb: int('EXTRACT_MAX_HEAP_MB', 64, 64 * 1024),
-      maxThreads: int('EXTRACT_MAX_THREADS', 1, 1024),
-      timeoutMs: int('EXTRACT_TIMEOUT_SECONDS', 1, 86400) * 1000,
-      toolTimeoutMs: int('EXTRACT_TOOL_TIMEOUT_SECONDS', 1, 86400) * 1000,
-      maxMediaSeconds: int('DOCUMENT_MAX_MEDIA_SECONDS', 1, 7 * 86400),
+      zipMaxEntries: setting(env, 'EXTRACT_ZIP_MAX_ENTRIES'),
+      zipMaxInflatedBytes: setting(env, 'EXTRACT_ZIP_MAX_INFLATED_MB') * mib,
+      maxHeapMb: setting(env, 'EXTRACT_MAX_HEAP_MB'),
+      maxThreads: setting(env, 'EXTRACT_MAX_THREADS'),
+      timeoutMs: setting(env, 'EXTRACT_TIMEOUT_SECONDS') * 1000,
+      toolTimeoutMs: setting(env, 'EXTRACT_TOOL_TIMEOUT_SECONDS') * 1000,
+      maxMediaSeconds: setting(env, 'DOCUMENT_MAX_MEDIA_SECONDS'),
     },
   };
 }
 
 function metricsSettings(env: Env, adminApiKey: string): MetricsSettings {
-  const apiKey = env.METRICS_API_KEY || null;
+  const apiKey = setting(env, 'METRICS_API_KEY');
   if (apiKey !== null && (apiKey.length < 16 || /\s/.test(apiKey))) throw new ConfigError('METRICS_API_KEY must be at least 16 characters, without spaces');
   if (apiKey === adminApiKey) throw new ConfigError('METRICS_API_KEY must differ from ADMIN_API_KEY (it is the key that can read /metrics and nothing else)');
   return {
     apiKey,
-    cacheSeconds: integerSetting('METRICS_CACHE_SECONDS', read(env, 'METRICS_CACHE_SECONDS'), 0, 3600),
-    closedWindowSeconds: integerSetting('METRICS_CLOSED_WINDOW_SECONDS', read(env, 'METRICS_CLOSED_WINDOW_SECONDS'), 1, 7 * 86400),
+    cacheSeconds: setting(env, 'METRICS_CACHE_SECONDS'),
+    closedWindowSeconds: setting(env, 'METRICS_CLOSED_WINDOW_SECONDS'),
   };
 }
 
 function retrievalSettings(env: Env): RetrievalConfig {
-  const fusion = env.RETRIEVAL_FUSION || 'score';
-  if (fusion !== 'score' && fusion !== 'rrf') throw new ConfigError(`RETRIEVAL_FUSION must be score or rrf, got ${JSON.stringify(fusion)}`);
-  const weight = (name: string) => {
-    const value = env[name];
-    if (!value) return null;
-    if (!/^\d+(?:\.\d+)?$/.test(value) || Number(value) > 1000) throw new ConfigError(`${name} must be a non-negative number (at most 1000), got ${JSON.stringify(value)}`);
-    return Number(value);
-  };
   let reranker: RerankerSettings | null = null;
-  if (env.RERANK_BASE_URL) {
-    if (!env.RERANK_MODEL) throw new ConfigError('RERANK_BASE_URL needs RERANK_MODEL (the re-ranking model the server serves)');
-    const price = env.RERANK_PRICE_USD_PER_MILLION_TOKENS;
-    if (price && !/^\d+(?:\.\d+)?$/.test(price)) throw new ConfigError(`RERANK_PRICE_USD_PER_MILLION_TOKENS must be a non-negative number, got ${JSON.stringify(price)}`);
+  const [baseUrl, model, apiKey] = [setting(env, 'RERANK_BASE_URL'), setting(env, 'RERANK_MODEL'), setting(env, 'RERANK_API_KEY')];
+  if (baseUrl) {
+    if (!model) throw new ConfigError('RERANK_BASE_URL needs RERANK_MODEL (the re-ranking model the server serves)');
     reranker = {
-      baseUrl: urlSetting('RERANK_BASE_URL', env.RERANK_BASE_URL, ['http:', 'https:']),
-      apiKey: env.RERANK_API_KEY || null,
-      model: env.RERANK_MODEL,
-      candidates: integerSetting('RERANK_CANDIDATES', env.RERANK_CANDIDATES || '30', 1, 200),
-      timeoutMs: 1000 * integerSetting('RERANK_TIMEOUT_SECONDS', env.RERANK_TIMEOUT_SECONDS || '10', 1, 600),
-      priceUsdPerMillionTokens: price ? Number(price) : null,
+      baseUrl,
+      apiKey,
+      model,
+      candidates: setting(env, 'RERANK_CANDIDATES'),
+      timeoutMs: 1000 * setting(env, 'RERANK_TIMEOUT_SECONDS'),
+      priceUsdPerMillionTokens: setting(env, 'RERANK_PRICE_USD_PER_MILLION_TOKENS'),
     };
-  } else if (env.RERANK_MODEL || env.RERANK_API_KEY) {
+  } else if (model || apiKey) {
     throw new ConfigError('RERANK_MODEL and RERANK_API_KEY need RERANK_BASE_URL (the server speaking the /rerank protocol)');
   }
-  const rescoring = env.RETRIEVAL_RESCORING || 'on';
-  if (rescoring !== 'on' && rescoring !== 'off') throw new ConfigError(`RETRIEVAL_RESCORING must be on or off, got ${JSON.stringify(rescoring)}`);
   return {
-    fusion,
-    weights: { dense: weight('RETRIEVAL_WEIGHT_DENSE'), sparse: weight('RETRIEVAL_WEIGHT_SPARSE'), bm25: weight('RETRIEVAL_WEIGHT_BM25') },
-    rescoring: rescoring === 'on',
+    fusion: setting(env, 'RETRIEVAL_FUSION'),
+    weights: { dense: setting(env, 'RETRIEVAL_WEIGHT_DENSE'), sparse: setting(env, 'RETRIEVAL_WEIGHT_SPARSE'), bm25: setting(env, 'RETRIEVAL_WEIGHT_BM25') },
+    rescoring: setting(env, 'RETRIEVAL_RESCORING') === 'on',
     reranker,
   };
 }
 
 function vendorSyncSettings(env: Env, openaiBaseUrl: string | null): Config['vendorSync'] {
-  const maxOutageSeconds = integerSetting('VENDOR_SYNC_MAX_OUTAGE_SECONDS', read(env, 'VENDOR_SYNC_MAX_OUTAGE_SECONDS'), 1, 86_400);
-  if (env.VENDOR_SYNC_BASE_URL) return { baseUrl: urlSetting('VENDOR_SYNC_BASE_URL', env.VENDOR_SYNC_BASE_URL, ['http:', 'https:']), apiKey: env.VENDOR_SYNC_API_KEY || env.OPENAI_API_KEY || null, maxOutageSeconds };
-  return openaiBaseUrl ? { baseUrl: openaiBaseUrl, apiKey: env.OPENAI_API_KEY || null, maxOutageSeconds } : null;
+  const maxOutageSeconds = setting(env, 'VENDOR_SYNC_MAX_OUTAGE_SECONDS');
+  const baseUrl = setting(env, 'VENDOR_SYNC_BASE_URL') ?? openaiBaseUrl;
+  return baseUrl ? { baseUrl, apiKey: setting(env, 'VENDOR_SYNC_API_KEY') ?? setting(env, 'OPENAI_API_KEY'), maxOutageSeconds } : null;
 }
 
-/** Entry points call this: a bad setting ends the process with one readable line. */
 function embeddingSettings(env: Env, openaiBaseUrl: string | null): EmbeddingSettings {
-  const model = env.EMBEDDING_MODEL || null;
+  const model = setting(env, 'EMBEDDING_MODEL');
   if (model && !openaiBaseUrl) throw new ConfigError('EMBEDDING_MODEL needs OPENAI_BASE_URL (the OpenAI-compatible API that serves it)');
-  const price = env.EMBEDDING_PRICE_USD_PER_MILLION_TOKENS;
-  if (price && !/^\d+(?:\.\d+)?$/.test(price)) throw new ConfigError(`EMBEDDING_PRICE_USD_PER_MILLION_TOKENS must be a non-negative number, got ${JSON.stringify(price)}`);
   return {
     model,
-    dimensions: env.EMBEDDING_DIMENSIONS ? integerSetting('EMBEDDING_DIMENSIONS', env.EMBEDDING_DIMENSIONS, 1, 16384) : null,
-    priceUsdPerMillionTokens: price ? Number(price) : null,
-    localThreads: integerSetting('EMBEDDING_LOCAL_THREADS', env.EMBEDDING_LOCAL_THREADS || String(os.availableParallelism()), 0, 64),
-    batchChunks: integerSetting('EMBEDDING_BATCH_CHUNKS', env.EMBEDDING_BATCH_CHUNKS || '64', 1, 1024),
-    maxOutageSeconds: integerSetting('EMBEDDING_MAX_OUTAGE_SECONDS', env.EMBEDDING_MAX_OUTAGE_SECONDS || '86400', 1, 7 * 86400),
+    dimensions: setting(env, 'EMBEDDING_DIMENSIONS'),
+    priceUsdPerMillionTokens: setting(env, 'EMBEDDING_PRICE_USD_PER_MILLION_TOKENS'),
+    localThreads: setting(env, 'EMBEDDING_LOCAL_THREADS'),
+    batchChunks: setting(env, 'EMBEDDING_BATCH_CHUNKS'),
+    maxOutageSeconds: setting(env, 'EMBEDDING_MAX_OUTAGE_SECONDS'),
   };
 }
 
+/** Entry points call this: a bad setting ends the process with one readable line. */
 export function loadConfigOrExit(env: Env = process.env): Config {
   try {
     return loadConfig(env);

@@ -15,7 +15,7 @@ export interface Logger {
   child(fields: Record<string, unknown>): Logger;
 }
 
-export function createLogger(base: Record<string, unknown> = {}, minLevel: Level = (process.env.LOG_LEVEL as Level) || 'info'): Logger {
+export function createLogger(base: Record<string, unknown> = {}, minLevel: Level = 'info'): Logger {
   const emit = (level: Level, msg: string, fields?: Record<string, unknown>) => {
     if (rank[level] < (rank[minLevel] ?? 20)) return;
     const line = { time: new Date().toISOString(), level, msg, ...base, ...fields };
