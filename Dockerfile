@@ -17,7 +17,8 @@
 FROM node:24-bookworm-slim AS base
 ENV NPM_CONFIG_UPDATE_NOTIFIER=false \
     NPM_CONFIG_FUND=false \
-    NPM_CONFIG_AUDIT=false
+    NPM_CONFIG_AUDIT=false \
+    ONNXRUNTIME_NODE_INSTALL=skip
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates openssl \
  && rm -rf /var/lib/apt/lists/*
@@ -85,6 +86,9 @@ ENV NODE_ENV=production \
 COPY . .
 COPY --from=prod-deps /app/node_modules ./node_modules
 COPY --from=build /app/generated ./generated
+# The local speech-to-text weights (Moonshine base), by exact version and integrity hash.
+ENV TRANSCRIPTION_LOCAL_MODEL_DIR=/opt/models/moonshine-base-0.1.15
+RUN DWB_TOOLS_DIR=/opt/models bash scripts/fetch-models.sh
 RUN mkdir -p /var/lib/knowledge/storage \
  && chown node:node /var/lib/knowledge/storage
 

@@ -39,6 +39,10 @@ fi
 #    (scripts/start names what its profile runs), else every one (scripts/test)
 scripts/build-tools.sh "$@"
 
+# 4b. The weights of the local speech-to-text engine (Moonshine base), fetched once per machine into
+#     the same cache by exact version, integrity checked
+scripts/fetch-models.sh
+
 # 5. Prisma client, regenerated when the schema changed
 schema_hash=$( (cat prisma/schema.prisma; cat node_modules/.setup-lock-hash) | sha256sum | cut -d' ' -f1)
 if [ "$(cat generated/.schema-hash 2>/dev/null)" != "$schema_hash" ]; then

@@ -122,3 +122,22 @@ export function silenceThreshold(levels: Levels): SilenceThreshold {
   const noiseDb = Math.min(Math.max(floorDb + Math.max(6, 0.3 * (speechDb - floorDb)), -70), speechDb - 10);
   return { noiseDb: Math.round(noiseDb * 10) / 10, floorDb, speechDb, silent: speechDb < -55 };
 }
+
+/**
+ * Stretches of frames quieter than `noiseDb` lasting at least `minSeconds`, in seconds: the pauses
+ * of samples already in memory (what ffmpeg's silencedetect finds in a file, without a second decode).
+ */
+export function quietRuns(levels: Levels, noiseDb: number, minSeconds: number): Array<{ start: number; end: number }> {
+  const f = levels.frameSeconds;
+  const runs: Array<{ start: number; end: number }> = [];
+  let open = -1;
+  for (let i = 0; i <= levels.db.length; i++) {
+    const quiet = i < levels.db.length && levels.db[i]! < noiseDb;
+    if (quiet && open < 0) open = i;
+    if (!quiet && open >= 0) {
+      if ((i - open) * f >= minSeconds) runs.push({ start: open * f, end: i * f });
+      open = -1;
+    }
+  }
+  return runs;
+}

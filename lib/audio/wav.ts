@@ -125,3 +125,19 @@ export async function sliceWav(source: string, fromSeconds: number, toSeconds: n
     await src.close();
   }
 }
+
+/** The samples of a 16-bit mono PCM WAV file (a transcription segment: minutes, not hours). */
+export async function readWavSamples(file: string): Promise<{ samples: Int16Array; sampleRate: number }> {
+  const info = await readWavInfo(file);
+  if (info.channels !== 1) throw new Error(`${file} has ${info.channels} channels, not one`);
+  const fh = await open(file, 'r');
+  try {
+    const bytes = Buffer.alloc(info.dataBytes - (info.dataBytes % 2));
+    await fh.read(bytes, 0, bytes.length, info.dataOffset);
+    const samples = new Int16Array(bytes.length / 2);
+    for (let i = 0; i < samples.length; i++) samples[i] = bytes.readInt16LE(2 * i);
+    return { samples, sampleRate: info.sampleRate };
+  } finally {
+    await fh.close();
+  }
+}

@@ -2,14 +2,18 @@
  * Speech to text: the one adapter behind transcripts (/v2/transcript) and audio/video documents.
  * Input is always one 16 kHz mono 16-bit PCM WAV segment (callers decode and cut with lib/audio).
  *
- * - `PocketSphinxEngine`: CMU PocketSphinx from Debian (`pocketsphinx` + `pocketsphinx-en-us`,
- *   0.8+5prealpha in bookworm, CLI `pocketsphinx_continuous`; the 5.x `pocketsphinx single` JSON
- *   CLI is handled too). English only. Words come with start, end and confidence (`-time yes`).
- *   Boosted words: a second, keyword-spotting pass (`-kws`) over the words the dictionary knows; a
- *   spotted keyword replaces the language-model words it overlaps only when they were doubtful and
- *   sound alike (see `mergeKeywords`). Words outside the dictionary cannot be boosted locally.
+ * - `MoonshineEngine` (lib/providers/moonshine.ts): the local engine, chosen when
+ *   TRANSCRIPTION_MODEL is unset. English only; formatted text; estimated word times.
  * - `OpenAiTranscriptionEngine`: any OpenAI-compatible `/audio/transcriptions` endpoint (the
  *   `openai` client); the language is passed as ISO 639-1, boosted words go into `prompt`.
+ * - `PocketSphinxEngine`: CMU PocketSphinx from Debian (`pocketsphinx` + `pocketsphinx-en-us`,
+ *   CLI `pocketsphinx_continuous`; the 5.x `pocketsphinx single` JSON CLI is handled too). The
+ *   service no longer uses it: Moonshine's word error rate is a fraction of its own
+ *   (docs/transcription-engine.md). It stays as the baseline of `npm run eval:transcription`.
+ *   Words come with start, end and confidence (`-time yes`). Boosted words: a second,
+ *   keyword-spotting pass (`-kws`) over the words the dictionary knows; a spotted keyword replaces
+ *   the language-model words it overlaps only when they were doubtful and sound alike (see
+ *   `mergeKeywords`).
  *
  * Errors: `UnsupportedLanguage` and `ProviderRefused` are final (retrying cannot help); everything
  * else (a missing tool, a timeout, a 429 or 5xx, a network error) is worth a retry.
@@ -22,59 +26,29 @@ import { runTool, ToolFailed } from '../platform/child-process.js';
 import { readWavInfo, sliceWav } from '../audio/wav.js';
 import { connectionFailed, isUnavailableStatus, providerMessage, ServiceUnavailable } from './service-unavailable.js';
 import { makeScratchDir } from '../platform/scratch.js';
+import type { TranscriptionSettings } from '../platform/config.js';
+import { MoonshineEngine } from './moonshine.js';
+import {
+  ProviderRefused,
+  UnsupportedLanguage,
+  type LanguageRequest,
+  type RecognizedWord,
+  type SegmentRequest,
+  type SegmentResult,
+  type SpeechToTextEngine,
+} from './speech-to-text-engine.js';
 
-/** Languages an engine may be asked for (ISO 639-1), `auto` (the engine identifies it) or `default` (its own). */
-export const sttLanguages = ['en', 'es', 'fr', 'de', 'id', 'it', 'ja', 'nl', 'pl', 'pt', 'ru', 'tr', 'uk', 'ca'] as const;
-export type SttLanguage = (typeof sttLanguages)[number];
-export type LanguageRequest = SttLanguage | 'auto' | 'default';
-
-export interface SegmentRequest {
-  /** 16 kHz mono s16 WAV of one segment. */
-  wavPath: string;
-  language: LanguageRequest;
-  boostedWords?: readonly string[];
-  /** Ask the engine to keep hesitations (uh, um); the text formatter removes them otherwise. */
-  fillerWords?: boolean;
-  signal?: AbortSignal;
-}
-
-/** A recognised word: text, start and end (seconds from the segment start), confidence (0-1, null: unknown). */
-export interface RecognizedWord {
-  w: string;
-  s: number;
-  e: number;
-  c: number | null;
-  /** The last word of an utterance (the engine heard the speaker stop). */
-  end?: boolean;
-}
-
-export interface SegmentResult {
-  /** The engine's text, as it gives it. */
-  text: string;
-  /** Words with times (local engine); null when the engine gives text only. */
-  words: RecognizedWord[] | null;
-}
-
-export interface SpeechToTextEngine {
-  /** `pocketsphinx` or `openai:<model>`. */
-  readonly id: string;
-  /** A phrase for messages, e.g. "the local PocketSphinx engine (English only)". */
-  readonly description: string;
-  /** Longest segment one call takes. */
-  readonly maxSegmentSeconds: number;
-  supports(language: LanguageRequest): boolean;
-  transcribeSegment(req: SegmentRequest): Promise<SegmentResult>;
-}
-
-/** The engine cannot transcribe the requested language: final. */
-export class UnsupportedLanguage extends Error {
-  override name = 'UnsupportedLanguage';
-}
-
-/** The provider refused the request (a 4xx other than 408/429): final, with its message. */
-export class ProviderRefused extends Error {
-  override name = 'ProviderRefused';
-}
+export {
+  sttLanguages,
+  UnsupportedLanguage,
+  ProviderRefused,
+  type SttLanguage,
+  type LanguageRequest,
+  type SegmentRequest,
+  type RecognizedWord,
+  type SegmentResult,
+  type SpeechToTextEngine,
+} from './speech-to-text-engine.js';
 
 // ---- PocketSphinx --------------------------------------------------------------------------
 
@@ -369,10 +343,12 @@ export class OpenAiTranscriptionEngine implements SpeechToTextEngine {
   }
 }
 
-/** The configured engine: the OpenAI-compatible model when TRANSCRIPTION_MODEL is set, else PocketSphinx. */
-export function speechToTextFromSettings(settings: { model: string | null; baseUrl: string | null; apiKey: string | null; timeoutSeconds: number }): SpeechToTextEngine {
+/** The configured engine: the OpenAI-compatible model when TRANSCRIPTION_MODEL is set, else the local Moonshine engine. */
+export function speechToTextFromSettings(
+  settings: Pick<TranscriptionSettings, 'model' | 'baseUrl' | 'apiKey' | 'timeoutSeconds' | 'local'>,
+): SpeechToTextEngine {
   if (settings.model && settings.baseUrl) {
     return new OpenAiTranscriptionEngine({ baseURL: settings.baseUrl, apiKey: settings.apiKey ?? '', model: settings.model, timeoutMs: settings.timeoutSeconds * 1000 });
   }
-  return new PocketSphinxEngine();
+  return new MoonshineEngine(settings.local);
 }

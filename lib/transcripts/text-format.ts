@@ -39,22 +39,31 @@ export interface FormattedWord {
 }
 
 /**
- * Timed words (the local engine) formatted, in sentences: a sentence ends at an utterance end or a
- * pause of 0.5 s, with or without `format_text` (which adds the capitals and the final mark).
+ * Timed words (the local engine) formatted, in sentences. Words the engine formatted itself
+ * (Moonshine) keep its capitals and punctuation, and a sentence ends where its punctuation or its
+ * utterance ends (its word times are estimates: a pause between them says little). Plain words
+ * (lower case, no punctuation) end a sentence at an utterance end or a pause of 0.5 s, and
+ * `format_text` adds the capitals and the final mark.
  */
 export function formatSentences(words: readonly RecognizedWord[], options: FormatOptions): FormattedWord[][] {
-  const kept = words.filter((w) => options.fillerWords || !fillerWords.has(w.w.toLowerCase()));
+  const kept: RecognizedWord[] = [];
+  for (const w of words) {
+    if (options.fillerWords || !fillerWords.has(splitToken(w.w).core.toLowerCase())) kept.push(w);
+    // "test, um." → "test.": a removed filler hands its sentence end on.
+    else if (w.end && kept.length > 0) kept[kept.length - 1] = { ...kept.at(-1)!, end: true };
+  }
   const sentences: RecognizedWord[][] = [];
   let current: RecognizedWord[] = [];
   kept.forEach((w, i) => {
     current.push(w);
     const next = kept[i + 1];
-    if (!next || w.end || next.s - w.e >= SENTENCE_PAUSE_SECONDS) {
+    if (!next || w.end || (!w.formatted && next.s - w.e >= SENTENCE_PAUSE_SECONDS)) {
       sentences.push(current);
       current = [];
     }
   });
   return sentences.map((sentence) => {
+    if (sentence.some((w) => w.formatted)) return formattedSentence(sentence, options);
     const lower = sentence.map((w) => w.w.toLowerCase());
     const question = lower.length >= 3 && questionStarts.has(lower[0]!);
     return sentence.map((w, i) => {
@@ -68,6 +77,27 @@ export function formatSentences(words: readonly RecognizedWord[], options: Forma
     });
   });
 }
+
+/** A sentence of words the engine formatted: kept as written, the punctuation removed on request, ended by a mark. */
+function formattedSentence(sentence: readonly RecognizedWord[], options: FormatOptions): FormattedWord[] {
+  const out: FormattedWord[] = [];
+  sentence.forEach((w, i) => {
+    let text = w.w;
+    if (!options.formatText || options.punctuate === false) {
+      text = bareWord(text);
+      if (!options.formatText) text = text.toLowerCase();
+    } else {
+      if (i === 0) text = capitalize(text);
+      // A sentence cut where the engine heard the speaker stop still ends with a mark.
+      if (i === sentence.length - 1 && !/[.?!]["')\]]*$/.test(text)) text = text.replace(/[,;:]$/, '') + '.';
+    }
+    if (text) out.push({ text, s: w.s, e: w.e, c: w.c });
+  });
+  return out;
+}
+
+/** A word without punctuation: letters, digits and apostrophes inside it (AssemblyAI's punctuate=false). */
+const bareWord = (token: string) => splitToken(token).core.replace(/[^\p{L}\p{N}'’]+/gu, ' ').trim();
 
 /** The text of formatted sentences. */
 export const textOfSentences = (sentences: readonly FormattedWord[][]) => sentences.flat().map((w) => w.text).join(' ');
@@ -106,7 +136,7 @@ export function formatText(text: string, options: FormatOptions): string {
   }
   if (!options.formatText || options.punctuate === false) {
     return tokens
-      .map((t) => splitToken(t).core.replace(/[^\p{L}\p{N}'’]+/gu, ' ').trim())
+      .map(bareWord)
       .map((t) => (options.formatText ? t : t.toLowerCase()))
       .filter(Boolean)
       .join(' ');

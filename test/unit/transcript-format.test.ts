@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { applyCustomSpelling, formatText, formatWords, spellText, textOfSentences, type FormattedWord } from '../../lib/transcripts/text-format.js';
+import { applyCustomSpelling, formatSentences, formatText, formatWords, spellText, textOfSentences, type FormattedWord } from '../../lib/transcripts/text-format.js';
 import { captionsOf, meanConfidence, paragraphsOf, searchTerms, searchWords, sentencesOf, subtitles } from '../../lib/transcripts/timed-text.js';
 import { mergeKeywords, parseTimedTokens } from '../../lib/providers/speech-to-text.js';
 
@@ -62,6 +62,29 @@ describe('transcript text', () => {
       { w: 'goodbye', s: 1.5, e: 2, c: 1 },
     ];
     assert.equal(formatWords(w, { fillerWords: false, formatText: true }), 'Hello there. Goodbye.');
+  });
+
+  it("words the engine formatted (Moonshine): its punctuation and capitals kept, sentences at its marks, options applied", () => {
+    const said = [
+      { w: 'Um,', s: 0, e: 0.2, c: 0.6 },
+      { w: 'Dr.', s: 0.2, e: 0.5, c: 0.9 },
+      { w: 'Smith', s: 0.5, e: 0.9, c: 0.9 },
+      { w: 'called,', s: 0.9, e: 1.3, c: 0.9 },
+      // A pause of a second inside a sentence: estimated times do not end it, the punctuation does.
+      { w: 'at', s: 2.3, e: 2.4, c: 0.9 },
+      { w: '9:30.', s: 2.4, e: 2.9, c: 0.9, end: true },
+      { w: 'What', s: 3, e: 3.2, c: 0.9 },
+      { w: 'now?', s: 3.2, e: 3.5, c: 0.9, end: true },
+      { w: 'we', s: 4, e: 4.2, c: 0.9 },
+      { w: 'left,', s: 4.2, e: 4.5, c: 0.9, end: true },
+    ].map((w) => ({ ...w, formatted: true }));
+    assert.equal(formatWords(said, { fillerWords: false, formatText: true }), 'Dr. Smith called, at 9:30. What now? We left.');
+    assert.equal(formatWords(said, { fillerWords: true, formatText: true }), 'Um, Dr. Smith called, at 9:30. What now? We left.');
+    assert.equal(formatWords(said, { fillerWords: false, formatText: true, punctuate: false }), 'Dr Smith called at 9 30 What now we left');
+    assert.equal(formatWords(said, { fillerWords: false, formatText: false }), 'dr smith called at 9 30 what now we left');
+    const sentences = formatSentences(said, { fillerWords: false, formatText: true });
+    assert.deepEqual(sentences.map((x) => x.length), [5, 2, 2]);
+    assert.deepEqual(sentences[0]![4], { text: '9:30.', s: 2.4, e: 2.9, c: 0.9 });
   });
 
   it('formatted text of a remote engine: fillers removed with their commas, capitals kept right', () => {
