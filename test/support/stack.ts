@@ -6,6 +6,7 @@ import { bundleWorkflowCode } from '@temporalio/worker';
 import pg from 'pg';
 import { binaries, dropDatabase, ensureDatabase, freePort, migrate, startObjectStore, startTemporal, startWeaviate, type ManagedProcess, type ObjectStoreProcess, type WeaviateProcess } from '../../scripts/stack.js';
 import { processRunning } from '../../lib/platform/child-process.js';
+import type { Needs } from './lanes.js';
 
 /**
  * The test run's own infrastructure: a Temporal dev server, a Weaviate and an S3 object store
@@ -28,7 +29,7 @@ let stack: TestStack | null = null;
 const processes: ManagedProcess[] = [];
 
 export function testStack(): TestStack {
-  if (!stack) throw new Error('the test stack is not running (mocha must load test/support/global.ts)');
+  if (!stack) throw new Error('the test stack is not running: mocha loads test/support/global.ts, which starts what the lane of the files run needs (test/support/lanes.ts)');
   return stack;
 }
 
@@ -96,20 +97,25 @@ export function registerTestServers(pids: number[]): void {
   fs.writeFileSync(file, JSON.stringify(owner));
 }
 
-export async function startTestStack(): Promise<TestStack> {
+/**
+ * Starts what a lane needs (test/support/lanes.ts): always a fresh, migrated database and a work
+ * directory; with 'servers', Temporal, Weaviate, the object store and the workflow bundle too.
+ */
+export async function startTestStack(needs: Exclude<Needs, 'nothing'> = 'servers'): Promise<TestStack> {
   stopStaleTestServers();
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'dwb-test-'));
   const baseUrl = process.env.TEST_DATABASE_BASE_URL ?? 'postgresql://postgres@127.0.0.1:5432';
   const databaseUrl = `${baseUrl}/dwb_test_${process.pid}`;
-  const temporalPort = await freePort();
+  const servers = needs === 'servers';
+  const temporalPort = servers ? await freePort() : 0;
   const objectStore = { bucket: 'dwb-test', prefix: 'files', accessKey: 'dwb-test-access', secretKey: `dwb-test-secret-${process.pid}` };
 
   const started = await Promise.allSettled([
     // A file, as scripts/start runs it (WAL, the trimmed visibility indexes of scripts/stack.ts).
-    startTemporal({ port: temporalPort, uiPort: null, dbFile: path.join(workDir, 'temporal', 'temporal.db'), logFile: path.join(workDir, 'temporal.log') }),
-    startWeaviate({ dataDir: path.join(workDir, 'weaviate'), logFile: path.join(workDir, 'weaviate.log') }),
-    startObjectStore({ bucket: objectStore.bucket, accessKey: objectStore.accessKey, secretKey: objectStore.secretKey, dataDir: path.join(workDir, 'object-store'), logFile: path.join(workDir, 'object-store.log') }),
-    bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)), logger: quietLogger }),
+    servers ? startTemporal({ port: temporalPort, uiPort: null, dbFile: path.join(workDir, 'temporal', 'temporal.db'), logFile: path.join(workDir, 'temporal.log') }) : null,
+    servers ? startWeaviate({ dataDir: path.join(workDir, 'weaviate'), logFile: path.join(workDir, 'weaviate.log') }) : null,
+    servers ? startObjectStore({ bucket: objectStore.bucket, accessKey: objectStore.accessKey, secretKey: objectStore.secretKey, dataDir: path.join(workDir, 'object-store'), logFile: path.join(workDir, 'object-store.log') }) : null,
+    servers ? bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('../../workflows/index.ts', import.meta.url)), logger: quietLogger }) : null,
     (async () => {
       await ensureDatabase(databaseUrl);
       await dropStaleTestDatabases(baseUrl);
@@ -118,32 +124,49 @@ export async function startTestStack(): Promise<TestStack> {
       await migrate(databaseUrl);
     })(),
   ] as const);
-  for (const r of started.slice(0, 3)) if (r.status === 'fulfilled') processes.push(r.value as ManagedProcess);
+  for (const r of started.slice(0, 3)) if (r.status === 'fulfilled' && r.value) processes.push(r.value as ManagedProcess);
   const failed = started.find((r) => r.status === 'rejected');
   if (failed) {
     await Promise.all(processes.map((p) => p.stop()));
     throw (failed as PromiseRejectedResult).reason;
   }
-  const bundle = (started[3] as PromiseFulfilledResult<{ code: string }>).value;
   fs.writeFileSync(path.join(workDir, 'owner.json'), JSON.stringify({ pid: process.pid, servers: processes.map((p) => p.child.pid) }));
-  const workflowBundlePath = path.join(workDir, 'workflow-bundle.js');
-  fs.writeFileSync(workflowBundlePath, bundle.code);
 
-  stack = {
-    databaseUrl,
-    temporalAddress: `127.0.0.1:${temporalPort}`,
-    weaviateUrl: (started[1] as PromiseFulfilledResult<WeaviateProcess>).value.url,
-    objectStore: { ...objectStore, endpoint: (started[2] as PromiseFulfilledResult<ObjectStoreProcess>).value.endpoint },
-    workDir,
-    workflowBundlePath,
-    adminApiKey: 'test-admin-key-0123456789abcdef',
-    taskQueue: 'knowledge-test',
-  };
+  const base = { databaseUrl, workDir, adminApiKey: 'test-admin-key-0123456789abcdef', taskQueue: 'knowledge-test' };
+  if (servers) {
+    const bundle = (started[3] as PromiseFulfilledResult<{ code: string }>).value!;
+    const workflowBundlePath = path.join(workDir, 'workflow-bundle.js');
+    fs.writeFileSync(workflowBundlePath, bundle.code);
+    stack = {
+      ...base,
+      temporalAddress: `127.0.0.1:${temporalPort}`,
+      weaviateUrl: (started[1] as PromiseFulfilledResult<WeaviateProcess>).value.url,
+      objectStore: { ...objectStore, endpoint: (started[2] as PromiseFulfilledResult<ObjectStoreProcess>).value.endpoint },
+      workflowBundlePath,
+    };
+  } else {
+    stack = withoutServers(base);
+  }
   return stack;
 }
 
+/** A database-only stack: reading a server's field says which lane the file belongs in instead. */
+function withoutServers(base: Omit<TestStack, ServerField>): TestStack {
+  const fields: ServerField[] = ['temporalAddress', 'weaviateUrl', 'objectStore', 'workflowBundlePath'];
+  for (const field of fields) {
+    Object.defineProperty(base, field, {
+      get() {
+        throw new Error(`testStack().${field}: this run started only a database; list the test file in a lane that needs 'servers' (test/support/lanes.ts)`);
+      },
+    });
+  }
+  return base as TestStack;
+}
+
+type ServerField = 'temporalAddress' | 'weaviateUrl' | 'objectStore' | 'workflowBundlePath';
+
 export async function stopTestStack(): Promise<void> {
-  await Promise.all(processes.map((p) => p.stop()));
+  await Promise.all(processes.splice(0).map((p) => p.stop()));
   if (stack) {
     await dropDatabase(stack.databaseUrl).catch(() => undefined);
     fs.rmSync(stack.workDir, { recursive: true, force: true });
