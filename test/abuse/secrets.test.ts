@@ -123,7 +123,8 @@ describe('secrets stay out of logs', function () {
       await http('POST', '/v3/chat/completions', { headers: { authorization: `Bearer ${quota.body.api_key}` }, json: { model: 'gpt-4.1-mini', messages: [{ role: 'user', content: 'hi' }] } });
       // A request that fails inside (a 5xx is logged with its error).
       await http('POST', '/api/rag-test/search', { key: adminKey, json: { partner: `secrets-${process.pid}`, kb: 'missing', user_message: 'x' } });
-      await new Promise((r) => setTimeout(r, 500));
+      // One process writes its log lines in order: once the last request's line is there, so is every earlier one.
+      await eventually('the last request to be logged', async () => api.lines.some((l) => l.includes('"request"') && l.includes('/api/rag-test/search')));
       assertNoSecret(api.lines, [password, adminKey, openaiKey, metricsKey, partnerKey, quota.body.api_key, 'scraper-key-0a1b2c3d4e5f']);
       assert.ok(api.lines.some((l) => l.includes('"request"')), 'requests were logged');
     });
@@ -145,7 +146,7 @@ describe('secrets stay out of logs', function () {
       const deep = await client(api.url)('GET', '/health/deep', { key: adminKey });
       assert.equal(deep.body.checks.postgres.ok, false);
       assert.ok(!JSON.stringify(deep.body).includes('Down-Pass-40e2'));
-      await new Promise((r) => setTimeout(r, 300));
+      await eventually('the last request to be logged', async () => api.lines.some((l) => l.includes('"request"') && l.includes('/health/deep')));
       assert.ok(api.lines.some((l) => l.includes('"request failed"')), 'the failure was logged');
       assertNoSecret(api.lines, ['Down-Pass-40e2', adminKey]);
     } finally {

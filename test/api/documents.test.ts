@@ -197,9 +197,14 @@ describe('document endpoints (spec 4.3)', function () {
     try {
       await other.query('BEGIN');
       await other.query(`UPDATE folders SET "deletionRequestedAt" = now() WHERE id = $1`, [folderId]);
+      const otherPid = (await other.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
       let answered = false;
       const late = http('POST', `/api/documents/${partner.name}/${kb}`, { key: partner.key, form: { type: 'file', folder, file: { name: 'late.txt', content: 'Sent while the folder was being deleted.' } } }).finally(() => (answered = true));
-      await new Promise((r) => setTimeout(r, 500));
+      // Observed where it waits: a query of the API blocked by the deletion's transaction.
+      await eventually('the creation to wait on the deletion\'s lock', async () => {
+        const rows = await system.api.deps.db.$queryRaw<{ n: number }[]>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE ${otherPid}::int = ANY(pg_blocking_pids(pid))`;
+        return rows[0]!.n > 0;
+      });
       assert.equal(answered, false, 'the creation waits for the deletion that holds the folder');
       await other.query(`UPDATE documents SET "deletionRequestedAt" = now() WHERE "folderId" = $1 AND "deletionRequestedAt" IS NULL`, [folderId]);
       await other.query('COMMIT');

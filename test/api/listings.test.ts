@@ -4,7 +4,7 @@ import { PrismaPg } from '@prisma/adapter-pg';
 import { PrismaClient } from '../../generated/prisma/client.js';
 import type { Db } from '../../lib/platform/db.js';
 import { combinedKnowledgeBaseData, listKnowledgeBaseDocuments } from '../../lib/knowledge/document-views.js';
-import { client, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
+import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { newKnowledgeBase, newPartner, unique } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
 
@@ -154,7 +154,7 @@ describe('document listings and creation at scale', function () {
       const del = await http('DELETE', `/api/documents/${partner.name}/${kb}/${r.body.id}`, { key: partner.key });
       assert.equal(del.status, 200, JSON.stringify(del.body));
     }
-    await waitFor(async () => (await counted()) === 4);
+    await eventually('the four documents to be counted', async () => (await counted()) === 4);
     const batch = await http('POST', `/api/documents/${partner.name}/${kb}/batch`, { key: partner.key, json: { folder: 'f', urls: ['https://example.org/a', 'https://example.org/b', 'https://example.org/c'] } });
     assert.equal(batch.status, 200, JSON.stringify(batch.body));
     assert.deepEqual(batch.body.results.map((r: { status: string }) => r.status), ['success', 'success', 'failed']);
@@ -180,11 +180,3 @@ describe('document listings and creation at scale', function () {
     assert.ok(docs.every((d) => d.inQueues.join() === 'digitize'));
   });
 });
-
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}

@@ -3,7 +3,8 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import type { WorkflowExecutionInfo } from '@temporalio/client';
-import { eventually, startWorker } from '../support/system.js';
+import { startWorker } from '../support/system.js';
+import { eventually, holdsFor } from '../support/wait.js';
 import { unique } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
 import { binaries } from '../../scripts/stack.js';
@@ -56,7 +57,8 @@ describe('channel sources: durability and operations', function () {
     assert.equal(described.status.name, 'RUNNING', 'still the one workflow of the source');
 
     await c.http('PATCH', `/api/folders/${k.partner.name}/${k.kb}/${name}/channel`, { key: k.partner.key, json: { enabled: false } });
-    await new Promise((r) => setTimeout(r, 3000));
+    // A step is marked done only after its requests are settled (lib/channels/discovery.ts).
+    await eventually('every scan step to be settled', async () => (await system.api.deps.db.channelScanStep.count({ where: { sourceId: id, done: false } })) === 0);
     const kbs = await c.http('GET', `/api/knowledgebases/${k.partner.name}`, { key: k.partner.key });
     const charged = Math.round(kbs.body.find((x: { name: string }) => x.name === k.kb).lifetime_usage.cost_usd_total / UNIT_PRICE);
     const sent = c.requestsFor(channel).length;
@@ -88,8 +90,10 @@ describe('channel sources: durability and operations', function () {
       assert.deepEqual(await system.api.deps.index.listDocumentChunkIndexes(docId), [], 'no vectors left');
     }
     const after = c.requestsFor(channel).length;
-    await new Promise((r) => setTimeout(r, 3000));
-    assert.equal(c.requestsFor(channel).length, after, 'no Data API request after the deletion');
+    await holdsFor('no Data API request after the deletion', {
+      ms: 3000,
+      why: 'the source and document workflows are closed (checked above), and a scan still alive would send a request every ~300 ms (the fake delay): about 10 in this time',
+    }, () => c.requestsFor(channel).length === after);
   });
 
   it('deleting a knowledge base with a channel folder stops its source too', async () => {

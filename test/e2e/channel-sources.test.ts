@@ -1,9 +1,10 @@
 import crypto from 'node:crypto';
 import assert from 'node:assert/strict';
-import { eventually } from '../support/system.js';
+import { eventually, holdsFor } from '../support/wait.js';
 import { unique } from '../support/fixtures.js';
 import { channelClient, useChannelSystem, UNIT_PRICE } from '../support/channels.js';
 import { channelIdFor } from '../support/youtube-fake.js';
+import { channelSourceWorkflowId, progressQuery } from '../../lib/contracts/channel-source.js';
 
 /**
  * Video-channel folders end to end, as a client sees them through the API, against a local video
@@ -316,12 +317,21 @@ describe('video-channel folders', function () {
     assert.equal(sync.status, 409);
     assert.match(sync.body.detail, /paused; resume it/);
 
-    // A scan in flight may finish; after that, nothing more.
-    await new Promise((r) => setTimeout(r, 3000));
+    // A scan in flight may finish; after that, nothing more. The workflow shows 'paused' with no
+    // next check once its loop has come round to the paused wait, past any scan step.
+    const source = system.api.deps.temporal.workflow.getHandle(channelSourceWorkflowId((await c.entry(k, name)).id));
+    const pausedWait = async () => {
+      const p = await source.query(progressQuery);
+      return p.status === 'paused' && p.phase === 'idle' && p.nextCheckAt === null;
+    };
+    await eventually('the source workflow to wait, paused', pausedWait);
     const requests = c.requestsFor(channel).length;
     system.fake.addVideo(channel, { title: 'During the pause' });
-    await new Promise((r) => setTimeout(r, 9000)); // more than two scan intervals
-    assert.equal(c.requestsFor(channel).length, requests, 'no Data API request while paused');
+    await holdsFor('no Data API request while paused', {
+      ms: 9000,
+      why: 'more than two scan intervals (CHANNEL_SCAN_INTERVAL_SECONDS=4, test/support/channels.ts): a source that was not paused would have scanned twice',
+    }, () => c.requestsFor(channel).length === requests);
+    assert.ok(await pausedWait(), 'still waiting for a signal only');
     assert.equal((await c.documents(k)).length, 1);
     assert.equal((await c.entry(k, name)).status, 'paused');
 

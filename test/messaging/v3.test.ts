@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import pg from 'pg';
 import { client, eventually, startApi, type RunningApi } from '../support/system.js';
+import { holdsFor } from '../support/wait.js';
 import { chatCompletion, startOpenAiUpstream, type OpenAiUpstream, type UpstreamCall } from '../support/openai-upstream.js';
 import { testStack } from '../support/stack.js';
 import { newPartner } from '../support/fixtures.js';
@@ -772,8 +773,10 @@ describe('messaging v3: chat completions and responses through the openai client
       const pending = chat(k.key, 'early call', true).finally(() => (answered = true));
       try {
         await upstream.waitForCalls(callWith('early call'), 1, 10_000);
-        await new Promise((r) => setTimeout(r, 200));
-        assert.equal(answered, false, 'no answer while the hold waits');
+        await holdsFor('no answer while the hold waits', {
+          ms: 200,
+          why: 'the provider fake answers at once: an answer not held back for the hold would reach the client within a few ms',
+        }, () => !answered);
       } finally {
         await release();
       }
@@ -793,8 +796,10 @@ describe('messaging v3: chat completions and responses through the openai client
       const release = await lockKey(k.id);
       const pending = chat(k.key, 'admitted first');
       try {
-        await new Promise((r) => setTimeout(r, 300));
-        assert.equal(upstream.calls.filter(callWith('admitted first')).length, 0, 'the provider waits for the admission');
+        await holdsFor('the provider waits for the admission', {
+          ms: 300,
+          why: 'a request reaches the API and its admission within a few ms here: a provider call that did not wait for it would follow at once',
+        }, () => upstream.calls.filter(callWith('admitted first')).length === 0);
       } finally {
         await release();
       }

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -10,6 +11,10 @@ import { keepUploadFolder, uploadFolder } from '../../api/http/upload-folder.js'
 import type { ApiDeps } from '../../api/deps.js';
 import { dropDatabase, ensureDatabase, migrate, repoRoot } from '../../scripts/stack.js';
 import { systemEnv, testStack } from './stack.js';
+
+// Most tests take their polling helper from here, beside the system they poll.
+export { eventually } from './wait.js';
+import { checkingAnswers } from './answer-check.js';
 
 /** The API, in this process, on a free port, wired exactly as api/server.ts wires it. */
 export interface RunningApi {
@@ -25,7 +30,9 @@ export async function startApi(overrides: Record<string, string> = {}): Promise<
   const stopKeepingUploads = keepUploadFolder(uploadFolder(config.storageDir), services.log);
   const temporal = await connectTemporalClient(config.temporalAddress, config.temporalNamespace);
   const deps: ApiDeps = { ...services, temporal };
-  const server = createApp(deps).listen(0, '127.0.0.1');
+  const app = createApp(deps);
+  // Every answer is checked against the document the app serves (a mismatch fails the test).
+  const server = http.createServer(checkingAnswers(app, app.locals.openapi)).listen(0, '127.0.0.1');
   await new Promise((resolve) => server.once('listening', resolve));
   const { port } = server.address() as AddressInfo;
   return {
@@ -140,21 +147,6 @@ export function client(baseUrl: string) {
   };
 }
 
-export async function eventually<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value) return value;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
-}
-
 /**
  * Registers before/after hooks that run the API in-process and one worker process for a describe
  * block, both with `env` over the test stack's settings; the returned object is filled in by the
@@ -181,7 +173,8 @@ export function useRunningSystem(options: { env?: Record<string, string>; worker
  * stack's settings of its API and workers; `drop` removes the database afterwards.
  */
 export async function isolatedSystemEnv(name: string): Promise<{ env: Record<string, string>; drop(): Promise<void> }> {
-  const databaseUrl = testStack().databaseUrl.replace(/\/[^/]+$/, `/dwb_${name}_${process.pid}`);
+  // dwb_test_<pid>_<name>: a later run drops it if this one is killed before its `drop`.
+  const databaseUrl = `${testStack().databaseUrl}_${name}`;
   await dropDatabase(databaseUrl);
   await ensureDatabase(databaseUrl);
   await migrate(databaseUrl);
