@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { client, eventually, startApi, type Call, type HttpResult, type RunningApi } from '../support/system.js';
+import { client, eventually, isolatedSystemEnv, startApi, type Call, type HttpResult, type RunningApi } from '../support/system.js';
 import { newKnowledgeBase, newPartner, unique } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
 import { stopChannelSources } from '../support/channels.js';
@@ -73,9 +73,13 @@ describe('API authentication and authorization', function () {
   let folder: string;
   let documentId: string;
   let other: Partner;
+  // A database and task queue of its own: the admin's retry-failed and clear-orphans act on every
+  // partner's documents, which in the lane's database would be other test files' documents.
+  let isolated: Awaited<ReturnType<typeof isolatedSystemEnv>>;
 
   before(async () => {
-    api = await startApi();
+    isolated = await isolatedSystemEnv('auth');
+    api = await startApi(isolated.env);
     http = client(api.url);
     admin = testStack().adminApiKey;
     const fixture = await newKnowledgeBase(http);
@@ -92,6 +96,7 @@ describe('API authentication and authorization', function () {
     // Allowed syncs started channel-source workflows; no later test wants them.
     if (api) await stopChannelSources(api.deps.temporal);
     await api?.close();
+    await isolated?.drop();
   });
 
   const keyFor = (credential: Credential, p: Partner): string | null =>
@@ -538,7 +543,7 @@ describe('API authentication and authorization', function () {
 
     it('a key regenerated through another API replica is refused here once PARTNER_KEY_CACHE_SECONDS have passed', async () => {
       const bound = 2;
-      const replica = await startApi({ PARTNER_KEY_CACHE_SECONDS: String(bound) });
+      const replica = await startApi({ ...isolated.env, PARTNER_KEY_CACHE_SECONDS: String(bound) });
       try {
         const here = client(replica.url);
         const p = await newPartner(here);
@@ -558,7 +563,7 @@ describe('API authentication and authorization', function () {
     });
 
     it('a partner deleted through another API replica can have nothing added here, even while its key is still cached', async () => {
-      const replica = await startApi({ PARTNER_KEY_CACHE_SECONDS: '3600' });
+      const replica = await startApi({ ...isolated.env, PARTNER_KEY_CACHE_SECONDS: '3600' });
       try {
         const here = client(replica.url);
         const { partner, kb, folder } = await newKnowledgeBase(here);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import http_ from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
+import { client, eventually, isolatedSystemEnv, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { newKnowledgeBase, unique } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
 import { chatCompletion, fakeTokenCount, startOpenAiUpstream, type OpenAiUpstream, type Responder, type UpstreamCall } from '../support/openai-upstream.js';
@@ -93,9 +93,14 @@ describe('LLM rewriting', function () {
   };
 
   let env: Record<string, string>;
+  // A database and task queue of its own: retry-failed and clear-orphans act on every partner's
+  // documents, which in the lane's database would be other test files' documents.
+  let isolated: Awaited<ReturnType<typeof isolatedSystemEnv>>;
   before(async () => {
     upstream = await startOpenAiUpstream(ok);
+    isolated = await isolatedSystemEnv('rewrite');
     env = {
+      ...isolated.env,
       VIDEO_PLATFORM_BASE_URL: await startPlatform(),
       SCRAPER_BASE_URL: await startScraper(),
       SCRAPER_API_KEY: 'fc-test',
@@ -121,6 +126,7 @@ describe('LLM rewriting', function () {
   after(async () => {
     await worker?.kill();
     await api?.close();
+    await isolated?.drop();
     await upstream?.close();
     platform?.closeAllConnections();
     await new Promise((r) => platform?.close(r));
