@@ -2,13 +2,13 @@ import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
 import fs from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import pg from 'pg';
 import { searchAttributeDeclarations } from '../lib/contracts/search-attributes.js';
+import { setting } from '../lib/platform/config.js';
 
 /**
  * Starts and stops the servers the system runs on: the Temporal dev server, Weaviate and the S3
@@ -17,7 +17,7 @@ import { searchAttributeDeclarations } from '../lib/contracts/search-attributes.
  */
 const run = promisify(execFile);
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const toolsDir = process.env.DWB_TOOLS_DIR ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'dwb-tools');
+const toolsDir = setting(process.env, 'DWB_TOOLS_DIR');
 export const binaries = {
   temporal: path.join(toolsDir, 'temporal-v1.5.1', 'temporal'),
   weaviate: path.join(toolsDir, 'weaviate-v1.39.0', 'weaviate-server'),

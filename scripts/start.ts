@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { loadConfig } from '../lib/platform/config.js';
+import { loadConfig, setting } from '../lib/platform/config.js';
 import { redactSecrets, redactUrl } from '../lib/platform/redact.js';
 import { binaries, ensureDatabase, manage, migrate, portOpen, repoRoot, startTemporal, startWeaviate, waitFor, type ManagedProcess } from './stack.js';
 import { defaultClusterPorts, objectStoreCredentials, startCluster } from './cluster.js';
@@ -119,7 +119,7 @@ async function startSingleMachine(): Promise<void> {
   say(`database ready: ${redactUrl(config.databaseUrl)}`);
 
   const temporalPort = Number(config.temporalAddress.split(':').pop());
-  const uiPort = Number(process.env.TEMPORAL_UI_PORT ?? 8233);
+  const uiPort = setting(process.env, 'TEMPORAL_UI_PORT');
   if (!process.env.TEMPORAL_ADDRESS) {
     if (await portOpen(temporalPort)) say(`Temporal already answers at ${config.temporalAddress}; using it`);
     else started.push(await startTemporal({ port: temporalPort, uiPort, dbFile: path.join(dataDir, 'temporal.db'), logFile: path.join(dataDir, 'logs/temporal.log') }));

@@ -476,7 +476,7 @@ const speech = {
  * its own (defaults in the file that reads it, since several benchmarks differ).
  */
 const tooling = {
-  TEMPORAL_UI_PORT: { type: 'integer', default: '8233', readBy: ['scripts'], description: "Port of the Temporal dev server's Web UI that `scripts/start` launches" },
+  TEMPORAL_UI_PORT: { type: 'integer', min: 1, max: 65535, default: '8233', readBy: ['scripts'], description: "Port of the Temporal dev server's Web UI that `scripts/start` launches" },
   DWB_TOOLS_DIR: {
     type: 'string', readBy: ['worker', 'scripts', 'bench', 'test'], defaultText: '`$XDG_CACHE_HOME/dwb-tools`',
     defaultFrom: (setting) => path.join(String(setting('XDG_CACHE_HOME')), 'dwb-tools'),
