@@ -42,7 +42,15 @@ export const lanes: readonly Lane[] = [
   {
     name: 'database',
     needs: 'database',
-    paths: ['test/db/migrations.test.ts', 'test/budget/ledger.property.test.ts', 'test/messaging/quota-ledger.test.ts', 'test/unit/rate-limit.test.ts'],
+    paths: [
+      'test/db/',
+      'test/budget/ledger.property.test.ts',
+      'test/messaging/quota-ledger.test.ts',
+      'test/unit/rate-limit.test.ts',
+      // These start servers of their own, in the lane's work directory.
+      'test/deploy/server-start.test.ts',
+      'test/deploy/temporal-visibility.test.ts',
+    ],
   },
   // The two halves of the tests that need every server, each with a stack of its own.
   {

@@ -35,6 +35,8 @@ const chosen = selected.length ? lanes.filter((l) => selected.includes(l.name)) 
 const atOnce = Number(process.env.TEST_LANES_AT_ONCE) || chosen.length;
 const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'dwb-lanes-'));
 const running = new Set<ReturnType<typeof spawn>>();
+/** Lane name -> its log, while it runs (not when a lone lane writes to the terminal). */
+const runningLogs = new Map<string, string>();
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   // Each mocha stops the servers of its lane on the signal; wait for them before leaving.
@@ -59,8 +61,10 @@ async function runLane(lane: Lane): Promise<Outcome> {
     stdio: ['ignore', out, out],
   });
   running.add(child);
+  if (!alone) runningLogs.set(lane.name, log);
   const code = await new Promise<number>((resolve) => child.once('exit', (c, signal) => resolve(c ?? (signal ? 128 : 1))));
   running.delete(child);
+  runningLogs.delete(lane.name);
   const ms = Date.now() - started;
   let summary = '';
   if (!alone) {
@@ -83,6 +87,14 @@ async function runLane(lane: Lane): Promise<Outcome> {
 }
 
 const started = Date.now();
+// A line every two minutes while lanes run, so that a CI log shows progress before a lane ends.
+const progress = setInterval(() => {
+  const counts = [...runningLogs].map(([name, log]) => {
+    const text = fs.existsSync(log) ? fs.readFileSync(log, 'utf8') : '';
+    return `${name} ${text.match(/✔/g)?.length ?? 0} passed, ${text.match(/^ {2,}\d+\) /gm)?.length ?? 0} failed`;
+  });
+  if (counts.length) console.log(`[test] ${formatMs(Date.now() - started)}: ${counts.join('; ')}`);
+}, 120_000);
 const queue = [...chosen];
 const outcomes: Outcome[] = [];
 await Promise.all(
@@ -90,6 +102,7 @@ await Promise.all(
     for (let lane = queue.shift(); lane; lane = queue.shift()) outcomes.push(await runLane(lane));
   }),
 );
+clearInterval(progress);
 fs.rmSync(logDir, { recursive: true, force: true });
 
 console.log(`\n[test] lanes (wall time; ${atOnce} at once on ${os.availableParallelism()} cores):`);
