@@ -160,7 +160,7 @@ export function knowledgeBaseRoutes(deps: ApiDeps): RouteDefinition[] {
     ...channelRoutes(deps),
     defineRoute<unknown, unknown, RagSearchRequest>({
       method: 'post', path: '/api/rag-test/search', access: 'authenticated', summary: 'Retrieval diagnostics',
-      description: 'The key must have access to `partner` in the body. Non-admin keys must use the default top_k, search_multiplier and rrf_k, may not use collection_override / rag_index_override, and get no internal identifiers. Response fields (each stream\'s contribution to every fused result, the re-rank stage): README, "Embedding and retrieval".',
+      description: 'The key must have access to `partner` in the body. Non-admin keys must use the default top_k, search_multiplier and rrf_k, may not use collection_override / rag_index_override, and get no internal identifiers. Response fields (each stream\'s contribution to every fused result, the re-rank stage): docs/api/retrieval.md.',
       body: { type: 'json', schema: s.ragSearchBody },
       responses: { 200: { description: 'Effective configuration, per-retriever streams, combined_results, timings', schema: s.ragSearchResponse }, ...s.standardErrors },
       handler: async ({ body, principal }) => {
