@@ -58,10 +58,22 @@ exec 9>"$TOOLS_DIR/.build.lock"
 flock 9
 
 # Two builds at a time: each compiles in parallel on its own, and two keep both cores busy while
-# one of them links or waits on downloads.
-pids=()
+# one of them links or waits on downloads. The Temporal server and its schema tool are one module at
+# one version: built one after the other, the tool finds nearly all its packages in Go's build
+# cache, where side by side both would compile them. (The CLI pins other versions of many shared
+# dependencies, e.g. OpenTelemetry, so its packages do not serve the server's build.)
+jobs=()
 for name in "$@"; do
-  tool "$name" &
+  case "$name" in
+    temporal-sql-tool) [[ " $* " == *" temporal-server "* ]] || jobs+=("$name") ;;
+    temporal-server) [[ " $* " == *" temporal-sql-tool "* ]] && jobs+=("temporal-server temporal-sql-tool") || jobs+=("$name") ;;
+    *) jobs+=("$name") ;;
+  esac
+done
+pids=()
+for job in "${jobs[@]}"; do
+  # shellcheck disable=SC2086 # a job is one or two tool names
+  (for name in $job; do tool "$name"; done) &
   pids+=($!)
   if [ ${#pids[@]} -ge 2 ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
 done
