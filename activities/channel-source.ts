@@ -32,7 +32,7 @@ export function createChannelSourceActivities({ db, temporal, config }: Pick<Ser
     setChannelEnabled: ({ sourceId, enabled }: { sourceId: string; enabled: boolean }) => setChannelEnabled(db, sourceId, enabled),
     recordChannelStatus: ({ sourceId, status }: { sourceId: string; status: ChannelSourceStatus }) => recordChannelStatus(db, sourceId, status),
     beginChannelScan: ({ sourceId }: { sourceId: string }) => beginChannelScan(db, sourceId),
-    markChannelBudgetBlocked: ({ sourceId, reason, detail }: { sourceId: string; reason: string; detail: string }) => markChannelBudgetBlocked(db, sourceId, reason, detail),
+    markChannelBudgetBlocked: ({ sourceId, reason, detail }: { sourceId: string; reason: string; detail: string }) => markChannelBudgetBlocked(deps, sourceId, reason, detail),
     claimChannel: ({ sourceId }: { sourceId: string }): Promise<ChannelStepResult> => claimChannel(deps, sourceId),
     resolveChannel: ({ sourceId, operationKey }: { sourceId: string; operationKey: string }) => resolveChannel(deps, sourceId, operationKey, step()),
     discoverChannelPages: ({ sourceId, operationKey }: { sourceId: string; operationKey: string }) => discoverChannelPages(deps, sourceId, operationKey, step()),

@@ -62,6 +62,11 @@ export function renderConfigurationDoc(): string {
     'with `configuration error: <NAME> ...` (exit code 78). An empty value counts as unset: the default',
     'applies. "Read by" names the processes that use a setting: `api`, `worker`, the operator `scripts`,',
     'the benchmarks (`bench`) or the tests (`test`).',
+    '',
+    'A new setting is declared once in `lib/platform/config-schema.ts` (type, default, bounds, meaning,',
+    'readers), read in `lib/platform/config.ts` with `setting(env, NAME)`, and this page is rewritten by',
+    '`npm run docs:config`. `test/unit/config-schema.test.ts` fails while this page is stale, or while',
+    'any code reads an environment variable the schema does not declare.',
   ];
   for (const section of sections) {
     lines.push('', `## ${section.title}`, '', '| Variable | Default | Allowed | Read by | Meaning |', '|---|---|---|---|---|');

@@ -37,8 +37,8 @@ const steps = proxyActivities<Activities>({
   retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute' },
 });
 
-/** How long a budget-blocked source waits for `budgetChanged` before it checks again by itself. */
-const BUDGET_RECHECK_MS = 5 * 60_000;
+/** The re-check of a budget block in histories recorded before its activity said how long (BUDGET_RECHECK_INTERVAL_MS). */
+const RECORDED_BUDGET_RECHECK_MS = 5 * 60_000;
 /** Continue as new well before Temporal's history limits (and whenever it suggests so). */
 const HISTORY_EVENTS_LIMIT = 5_000;
 
@@ -165,7 +165,7 @@ export async function channelSource(input: ChannelSourceInput): Promise<void> {
         show('budget_blocked', 'waiting');
         progress.lastError = budgetBlockedMessage(result.reason, result.detail);
         // Re-checked on budgetChanged (limits raised, capacity freed), any other signal, or by itself.
-        await waitFor(BUDGET_RECHECK_MS, () => wake || budgetChanged);
+        await waitFor(result.recheckInMs ?? RECORDED_BUDGET_RECHECK_MS, () => wake || budgetChanged);
         break;
       case 'retry':
         show('incomplete', 'waiting');

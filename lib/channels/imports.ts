@@ -137,7 +137,7 @@ export async function importChannelVideos(deps: ChannelDeps, sourceId: string, c
     const pending = await deps.db.channelVideo.count({ where: { sourceId, status: 'pending' } });
     if (pending === 0) return finishScan(deps, sourceId, { status: 'synced' });
     const block = await checkHeadroom(deps.db, source.knowledgeBaseId);
-    if (block) return markChannelBudgetBlocked(deps.db, sourceId, block.reason, block.detail);
+    if (block) return markChannelBudgetBlocked(deps, sourceId, block.reason, block.detail);
 
     const active = await deps.db.document.findMany({
       where: { channelImports: { some: { sourceId } }, inQueues: { has: 'digitize' }, deletionRequestedAt: null },
@@ -147,7 +147,7 @@ export async function importChannelVideos(deps: ChannelDeps, sourceId: string, c
     if (free <= 0) {
       // A window full of budget-blocked documents: the source waits for budget as they do.
       const [first] = active;
-      if (first && active.every(isBudgetBlocked)) return markChannelBudgetBlocked(deps.db, sourceId, first.budgetBlockReason!, first.budgetBlockDetail!);
+      if (first && active.every(isBudgetBlocked)) return markChannelBudgetBlocked(deps, sourceId, first.budgetBlockReason!, first.budgetBlockDetail!);
       if (Date.now() >= deadline) return { outcome: 'progress' };
       await sleep(WINDOW_POLL_MS, undefined, { signal: ctx.signal }).catch(() => undefined);
       continue;

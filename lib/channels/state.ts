@@ -14,7 +14,7 @@ export interface ChannelDeps {
   db: Db;
   temporal: Client;
   taskQueue: string;
-  config: Pick<Config, 'videoDataApi' | 'channels' | 'videoPlatformBaseUrl' | 'urlFetchAllowPrivate' | 'urlFetchAllowLoopback'>;
+  config: Pick<Config, 'videoDataApi' | 'channels' | 'videoPlatformBaseUrl' | 'urlFetchAllowPrivate' | 'urlFetchAllowLoopback' | 'budgetRecheckIntervalMs'>;
 }
 
 /** What a step of the worker may use of its activity: liveness and cancellation. */
@@ -28,8 +28,6 @@ export const RESOLVE_MAX_REQUESTS = 2;
 /** Pages one discovery step reads at most (each page: playlistItems.list + videos.list), + one existence check. */
 export const DISCOVERY_PAGES_PER_STEP = 10;
 export const DISCOVER_MAX_REQUESTS = DISCOVERY_PAGES_PER_STEP * 2 + 1;
-/** How long a budget-blocked source waits for `budgetChanged` before it checks again by itself. */
-export const BUDGET_RECHECK_MS = 5 * 60_000;
 
 const idleStatuses: ReadonlySet<string> = new Set(['synced', 'incomplete', 'error', 'duplicate']);
 
@@ -81,12 +79,14 @@ export async function markSyncing(db: Db, sourceId: string): Promise<void> {
   await db.channelSource.updateMany({ where: { id: sourceId, enabled: true, status: { not: 'syncing' } }, data: { status: 'syncing', lastError: null, lastErrorCode: null } });
 }
 
-export async function markChannelBudgetBlocked(db: Db, sourceId: string, reason: string, detail: string): Promise<ChannelStepResult> {
-  await db.channelSource.updateMany({
+/** The source waits for budget: `budgetChanged` wakes it, or BUDGET_RECHECK_INTERVAL_MS, its next_sync_at. */
+export async function markChannelBudgetBlocked(deps: Pick<ChannelDeps, 'db' | 'config'>, sourceId: string, reason: string, detail: string): Promise<ChannelStepResult> {
+  const recheckInMs = deps.config.budgetRecheckIntervalMs;
+  await deps.db.channelSource.updateMany({
     where: { id: sourceId, enabled: true },
-    data: { status: 'budget_blocked', lastError: budgetBlockedMessage(reason, detail), lastErrorCode: 'budget', nextSyncAt: new Date(Date.now() + BUDGET_RECHECK_MS) },
+    data: { status: 'budget_blocked', lastError: budgetBlockedMessage(reason, detail), lastErrorCode: 'budget', nextSyncAt: new Date(Date.now() + recheckInMs) },
   });
-  return { outcome: 'blocked', reason, detail };
+  return { outcome: 'blocked', reason, detail, recheckInMs };
 }
 
 /**

@@ -76,7 +76,13 @@ export interface ChannelSourceState {
  */
 export type ChannelStepResult =
   | { outcome: 'progress' }
-  | { outcome: 'blocked'; reason: string; detail: string }
+  | {
+      outcome: 'blocked';
+      reason: string;
+      detail: string;
+      /** How long to wait for `budgetChanged` before checking again: the worker's BUDGET_RECHECK_INTERVAL_MS (absent in older histories). */
+      recheckInMs?: number;
+    }
   | { outcome: 'retry'; message: string; retryInMs: number }
   | { outcome: 'stopped'; status: ChannelSourceStatus }
   | { outcome: 'finished' };
