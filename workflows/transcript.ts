@@ -6,6 +6,7 @@ import {
   setHandler,
   sleep,
   upsertSearchAttributes,
+  type RetryPolicy,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import {
@@ -67,7 +68,7 @@ export async function transcript(input: TranscriptWorkflowInput): Promise<Transc
   // transcription provider; the provider's 429; a lost worker) is retried for about an hour: after
   // 2, 4, 8, 16 and 32 s, then every minute. The audio is deleted when a transcript ends, so ending
   // one after a short outage or a minute of rate limiting would lose what the user sent.
-  const retry = { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 64, nonRetryableErrorTypes: finalTypes };
+  const retry: RetryPolicy = { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 64, nonRetryableErrorTypes: finalTypes };
   const { prepareTranscript } = proxyActivities<Activities>({
     startToCloseTimeout: '2 hours',
     heartbeatTimeout: `${input.heartbeatTimeoutSeconds}s`,

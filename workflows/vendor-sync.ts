@@ -1,4 +1,4 @@
-import { ActivityFailure, ApplicationFailure, patched, proxyActivities, sleep } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, patched, proxyActivities, sleep, type ActivityOptions } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import { vendorSyncRefused, type VendorSyncInput } from '../lib/contracts/vendor-sync.js';
 import { outageWaitMs, serviceOutageOf, serviceUnavailableFailure } from '../lib/contracts/activity-failure.js';
@@ -10,7 +10,7 @@ import { outageWaitMs, serviceOutageOf, serviceUnavailableFailure } from '../lib
  * VENDOR_SYNC_MAX_OUTAGE_SECONDS. When it fails for good the document shows
  * vendor_sync_status=failed and its error, and retry-failed queues it again.
  */
-const syncOptions = { startToCloseTimeout: '5 minutes', retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 4, nonRetryableErrorTypes: [vendorSyncRefused] } };
+const syncOptions: ActivityOptions = { startToCloseTimeout: '5 minutes', retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 4, nonRetryableErrorTypes: [vendorSyncRefused] } };
 const sync = proxyActivities<Activities>(syncOptions);
 /** An outage comes back at once: the workflow waits it out itself. */
 const syncWaitingOutOutages = proxyActivities<Activities>({ ...syncOptions, retry: { ...syncOptions.retry, nonRetryableErrorTypes: [vendorSyncRefused, serviceUnavailableFailure] } });

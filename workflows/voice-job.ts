@@ -8,6 +8,7 @@ import {
   setHandler,
   sleep,
   upsertSearchAttributes,
+  type RetryPolicy,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import {
@@ -69,8 +70,8 @@ export async function voiceJob(input: VoiceJobInput): Promise<string> {
   let outageSince: number | null = null;
   let outageRounds = 0;
 
-  const heartbeatTimeout = `${input.heartbeatTimeoutSeconds}s`;
-  const retry = { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5, nonRetryableErrorTypes: finalTypes };
+  const heartbeatTimeout = `${input.heartbeatTimeoutSeconds}s` as const;
+  const retry: RetryPolicy = { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5, nonRetryableErrorTypes: finalTypes };
   const audio = proxyActivities<Activities>({ taskQueue: input.audioTaskQueue, startToCloseTimeout: '2 hours', heartbeatTimeout, retry });
   // Submitting to the GPU job service: an outage of it (5xx, refused) is waited out for about 15
   // minutes (2 s doubling to 1 minute, 20 attempts), as its status endpoint's is; a refusal fails at once.
