@@ -22,10 +22,11 @@ import pg from 'pg';
 import { repoRoot } from '../scripts/stack.js';
 import { machine, percentile, startApiProcess, startBenchStack, stopTestStack, writeSection } from './audio-system.js';
 import { testStack } from '../test/support/stack.js';
+import { setting } from '../lib/platform/config.js';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 40);
-const rate = Number(process.env.BENCH_RATE ?? 15);
-const floodConnections = Number(process.env.BENCH_FLOOD_CONNECTIONS ?? 32);
+const rate = setting(process.env, 'BENCH_RATE');
+const floodConnections = setting(process.env, 'BENCH_FLOOD_CONNECTIONS');
 const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
 
 interface Partner {

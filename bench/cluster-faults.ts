@@ -26,7 +26,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode } from '@temporalio/worker';
-import { loadConfig } from '../lib/platform/config.js';
+import { loadConfig, setting } from '../lib/platform/config.js';
 import { createServices } from '../lib/services.js';
 import { documentFiles } from '../lib/platform/storage.js';
 import { documentWorkflowId } from '../lib/contracts/document-pipeline.js';
@@ -37,9 +37,9 @@ import { freeClusterPorts, startCluster, type Cluster } from '../scripts/cluster
 import { concatWithPauses, libraryPassage, speak } from '../test/support/audio.js';
 import { describeLoad, fmt, machineLine, percentile, readLoad, writeSection, type LoadReading } from './support/results.js';
 
-const DOCUMENTS = Number(process.env.FAULT_DOCUMENTS ?? 400);
-const LOAD_SECONDS = Number(process.env.FAULT_LOAD_SECONDS ?? 110);
-const DEADLINE_SECONDS = Number(process.env.FAULT_DEADLINE_SECONDS ?? 900);
+const DOCUMENTS = setting(process.env, 'FAULT_DOCUMENTS');
+const LOAD_SECONDS = setting(process.env, 'FAULT_LOAD_SECONDS');
+const DEADLINE_SECONDS = setting(process.env, 'FAULT_DEADLINE_SECONDS');
 const CREATORS = 4;
 const AUDIO_DOCUMENTS = 3;
 const TRANSCRIPTS = 3;
@@ -119,7 +119,7 @@ function failuresByStatus(outcomes: Outcome[]): string {
 
 async function main() {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'dwb-faults-'));
-  const databaseUrl = `${process.env.TEST_DATABASE_BASE_URL ?? 'postgresql://postgres@127.0.0.1:5432'}/dwb_faults_${process.pid}`;
+  const databaseUrl = `${setting(process.env, 'TEST_DATABASE_BASE_URL')}/dwb_faults_${process.pid}`;
   const databases = [databaseUrl, `${databaseUrl}_temporal`, `${databaseUrl}_temporal_visibility`];
   for (const db of databases) await dropDatabase(db);
   // Other work on the machine stretches every time below: the reading says how quiet it was.

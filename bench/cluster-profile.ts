@@ -30,11 +30,12 @@ import { generateCorpus } from './support/corpus.js';
 import { leanPoster, multipartBody } from './support/lean-client.js';
 import { creationRow, ingestThroughApi, measureCreation, newBenchKnowledgeBase, type CreationResult, type IngestionResult } from './support/creation.js';
 import { describeLoad, fmt, machineLine, readLoad, writeSection } from './support/results.js';
+import { setting } from '../lib/platform/config.js';
 
-const DOCUMENTS = Number(process.env.BENCH_DOCUMENTS ?? 1000);
-const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 32);
-const CREATE_SECONDS = Number(process.env.BENCH_CREATE_SECONDS ?? 30);
-const PACED_RATE = Number(process.env.BENCH_PACED_RATE ?? 300);
+const DOCUMENTS = setting(process.env, 'BENCH_DOCUMENTS');
+const CLIENTS = setting(process.env, 'BENCH_CLIENTS');
+const CREATE_SECONDS = setting(process.env, 'BENCH_CREATE_SECONDS');
+const PACED_RATE = setting(process.env, 'BENCH_PACED_RATE');
 const say = (line: string) => process.stderr.write(`[bench:cluster] ${line}\n`);
 /** The clients create faster than the default per-key rate; the limits are measured elsewhere. */
 const unlimited = { REQUESTS_PER_MINUTE_KNOWLEDGE_BASE: '0' };
@@ -124,7 +125,7 @@ async function singleMachine(corpus: Array<{ name: string; text: string }>): Pro
 
 async function clusterProfile(corpus: Array<{ name: string; text: string }>): Promise<ProfileResult> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'dwb-bench-cluster-'));
-  const databaseUrl = `${process.env.TEST_DATABASE_BASE_URL ?? 'postgresql://postgres@127.0.0.1:5432'}/dwb_bench_cluster_${process.pid}`;
+  const databaseUrl = `${setting(process.env, 'TEST_DATABASE_BASE_URL')}/dwb_bench_cluster_${process.pid}`;
   const databases = [databaseUrl, `${databaseUrl}_temporal`, `${databaseUrl}_temporal_visibility`];
   const adminKey = `adm_${crypto.randomBytes(12).toString('hex')}`;
   for (const db of databases) await dropDatabase(db);

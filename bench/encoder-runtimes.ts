@@ -13,8 +13,9 @@ import os from 'node:os';
 import { LocalSentenceEncoder } from '../lib/providers/embeddings.js';
 import { generateCorpus } from './support/corpus.js';
 import { writeSection } from './audio-system.js';
+import { setting } from '../lib/platform/config.js';
 
-const PIECES = Number(process.env.BENCH_PIECES ?? 256);
+const PIECES = setting(process.env, 'BENCH_PIECES');
 
 function pieces(n: number): string[] {
   const text = generateCorpus(Math.ceil((n * 900) / 3000) + 2, 7).map((d) => d.text.replace(/^#.*$/gm, '').replace(/\s+/g, ' ')).join(' ');

@@ -41,7 +41,7 @@ import { LocalSentenceEncoder } from '../lib/providers/embeddings.js';
 import { VectorIndex, chunkClassFor, type ChunkRecord } from '../lib/providers/vector-index.js';
 import { chunkRecord, prepareDocument, type PreparedDocument } from '../lib/retrieval/indexing.js';
 import { extractFile } from '../lib/digitization/extractors/index.js';
-import { loadConfig } from '../lib/platform/config.js';
+import { loadConfig, setting } from '../lib/platform/config.js';
 import { connectTemporalClient } from '../lib/platform/temporal.js';
 import { startDocumentPipeline } from '../lib/knowledge/pipeline-runs.js';
 import { systemEnv, testStack } from '../test/support/stack.js';
@@ -51,19 +51,19 @@ import { leanPoster, multipartBody, type FormPart, type LeanResponse } from './s
 import { creationRow, ingestThroughApi, machineTicks, measureCreation, newBenchKnowledgeBase, TICKS_PER_SECOND, type CreationResult, type IngestionResult } from './support/creation.js';
 import { processCpuMs } from './support/results.js';
 
-const DOCUMENTS = Number(process.env.BENCH_DOCUMENTS ?? 1000);
-const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 32);
-const LISTED = Number(process.env.BENCH_LISTED ?? 10_000);
+const DOCUMENTS = setting(process.env, 'BENCH_DOCUMENTS');
+const CLIENTS = setting(process.env, 'BENCH_CLIENTS');
+const LISTED = setting(process.env, 'BENCH_LISTED');
 /**
  * Length of each creation row. 30 s, not 10: at 300 documents a second a 10 s row's p99 is decided
  * by the one or two Temporal dev-server collections that fall into it (a 100 ms stall holds 1 % of
  * its requests), and it can end before a rate the machine cannot sustain has built a queue (on a
  * slower machine, 10 s rows at 300/s showed p50 20-35 ms; 30 s rows, 117 ms).
  */
-const CREATE_SECONDS = Number(process.env.BENCH_CREATE_SECONDS ?? 30);
+const CREATE_SECONDS = setting(process.env, 'BENCH_CREATE_SECONDS');
 const UPLOAD_BATCH = 20;
 /** The offered rate of the paced creation rows (the issue's goal: 300 documents/s with p99 under 100 ms). */
-const PACED_RATE = Number(process.env.BENCH_PACED_RATE ?? 300);
+const PACED_RATE = setting(process.env, 'BENCH_PACED_RATE');
 /** BENCH_ONLY=system: only the ingestion through the system, reported on stderr (e.g. to watch a long run's worker). */
 const SYSTEM_ONLY = process.env.BENCH_ONLY === 'system';
 /** BENCH_ONLY=creation: only part (b), reported on stderr (e.g. to profile the API while it creates). */

@@ -29,10 +29,11 @@ import { bm25Document, bm25Query } from '../lib/retrieval/language-analysis.js';
 import { sparseVector } from '../lib/retrieval/sparse-vector.js';
 import { retrievalDefaults, searchKnowledgeBase } from '../lib/retrieval/hybrid-search.js';
 import { startWeaviate, type WeaviateProcess } from '../scripts/stack.js';
+import { setting } from '../lib/platform/config.js';
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url));
-const queriesPerSetting = Number(process.env.BENCH_QUERIES ?? 300);
-const sizes = (process.env.BENCH_SIZES ?? '10000,100000').split(',').map(Number);
+const queriesPerSetting = setting(process.env, 'BENCH_QUERIES');
+const sizes = setting(process.env, 'BENCH_SIZES').map(Number);
 const DIMS = 512;
 
 // Deterministic pseudo-random numbers, so every run indexes the same data.

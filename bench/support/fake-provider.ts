@@ -10,9 +10,10 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { setting } from '../../lib/platform/config.js';
 
-const tokens = Math.max(1, Number(process.env.BENCH_TOKENS ?? 20));
-const tokenMs = Math.max(0, Number(process.env.BENCH_TOKEN_MS ?? 20));
+const tokens = setting(process.env, 'BENCH_TOKENS');
+const tokenMs = setting(process.env, 'BENCH_TOKEN_MS');
 
 function answer(res: http.ServerResponse, body: { model?: string; stream_options?: { include_usage?: boolean } }) {
   const head = { id: `chatcmpl-${Math.random().toString(36).slice(2)}`, object: 'chat.completion.chunk', created: Math.floor(Date.now() / 1000), model: body.model ?? 'bench' };

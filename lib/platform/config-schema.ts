@@ -43,12 +43,13 @@ export interface SettingSpec {
 }
 
 const web = ['http:', 'https:'] as const;
+const postgres = ['postgresql:', 'postgres:'] as const;
 const mib = 1024 * 1024;
 const cores = { defaultFrom: () => String(os.availableParallelism()), defaultText: 'the number of cores' } as const;
 
 /** The main table of docs/configuration.md. */
 const general = {
-  DATABASE_URL: { type: 'url', protocols: ['postgresql:', 'postgres:'], default: 'postgresql://postgres@127.0.0.1:5432/dwb_dev', readBy: ['api', 'worker'], description: 'Postgres (system of record)' },
+  DATABASE_URL: { type: 'url', protocols: postgres, default: 'postgresql://postgres@127.0.0.1:5432/dwb_dev', readBy: ['api', 'worker'], description: 'Postgres (system of record)' },
   TEMPORAL_ADDRESS: {
     type: 'string', pattern: /^[\w.:[\]-]+:\d+$/, mustBe: 'host:port', default: '127.0.0.1:7233', readBy: ['api', 'worker'],
     description: 'Temporal frontend. When set, `scripts/start` does not start its own server',
@@ -492,9 +493,9 @@ const tooling = {
   PRISMA_SCHEMA_ENGINE_WASM: { type: 'string', readBy: ['scripts'], defaultText: "`@prisma/schema-engine-wasm`'s file", description: 'The WebAssembly schema engine the offline shim loads' },
   PATH: { type: 'string', readBy: ['test'], description: 'Handed to the processes a test starts with an environment of its own' },
   HOME: { type: 'string', readBy: ['test'], description: 'Handed to the processes a test starts with an environment of its own' },
-  TEST_DATABASE_BASE_URL: { type: 'url', default: 'postgresql://postgres@127.0.0.1:5432', readBy: ['scripts', 'bench', 'test'], description: 'The Postgres server where tests and benchmarks make their throw-away databases' },
-  TEST_POSTGRES_ADMIN_URL: { type: 'url', readBy: ['test'], description: 'A Postgres superuser connection for tests that manage roles and connections' },
-  DATABASE_BASE_URL: { type: 'url', default: 'postgresql://postgres@127.0.0.1:5432', readBy: ['bench'], description: 'The Postgres server where the admission and messaging benchmarks make their databases' },
+  TEST_DATABASE_BASE_URL: { type: 'url', protocols: postgres, default: 'postgresql://postgres@127.0.0.1:5432', readBy: ['scripts', 'bench', 'test'], description: 'The Postgres server where tests and benchmarks make their throw-away databases' },
+  TEST_POSTGRES_ADMIN_URL: { type: 'url', protocols: postgres, readBy: ['test'], description: 'A Postgres superuser connection for tests that manage roles and connections' },
+  DATABASE_BASE_URL: { type: 'url', protocols: postgres, default: 'postgresql://postgres@127.0.0.1:5432', readBy: ['bench'], description: 'The Postgres server where the admission and messaging benchmarks make their databases' },
   TEST_LANES_AT_ONCE: { type: 'integer', readBy: ['test'], defaultText: 'every lane', description: 'Test lanes `scripts/test` runs at once' },
   TEST_FILE_TIMES: { type: 'string', readBy: ['test'], description: "A file where a test run writes the time each test file took (the lane runner's summary of the slowest)" },
   RECORD_WORKFLOW_HISTORIES: { type: 'boolean', default: 'false', readBy: ['test'], description: 'Tests save the histories of the workflows they run as replay fixtures (`npm run record:histories`)' },
@@ -509,31 +510,31 @@ const tooling = {
   BENCH_ROUNDS: { type: 'integer', readBy: ['bench'], defaultText: 'per benchmark', description: 'Interleaved rounds (messaging, flood)' },
   BENCH_SECONDS: { type: 'integer', readBy: ['bench'], defaultText: 'per benchmark', description: 'Measured seconds (admission, flood)' },
   BENCH_WARMUP_SECONDS: { type: 'number', default: '1', readBy: ['bench'], description: 'Warm-up before the admission benchmark measures' },
-  BENCH_POOL_SIZE: { type: 'integer', default: '10', readBy: ['bench'], description: 'Database connections of the admission benchmark' },
+  BENCH_POOL_SIZE: { type: 'integer', min: 1, max: 1000, default: '10', readBy: ['bench'], description: 'Database connections of the admission benchmark' },
   BENCH_SUMMARY_FILE: { type: 'string', readBy: ['bench'], description: 'The admission benchmark also writes its summary here (JSON)' },
-  BENCH_DOCUMENTS: { type: 'integer', default: '1000', readBy: ['bench'], description: 'Documents of the ingestion and cluster benchmarks' },
-  BENCH_CLIENTS: { type: 'integer', default: '32', readBy: ['bench'], description: 'Concurrent clients of the ingestion and cluster benchmarks' },
-  BENCH_CREATE_SECONDS: { type: 'integer', default: '30', readBy: ['bench'], description: 'Length of the creation phase of the ingestion and cluster benchmarks' },
-  BENCH_PACED_RATE: { type: 'integer', default: '300', readBy: ['bench'], description: 'Paced creations per second of the ingestion and cluster benchmarks' },
-  BENCH_LISTED: { type: 'integer', default: '10000', readBy: ['bench'], description: 'Documents listed by the ingestion benchmark' },
+  BENCH_DOCUMENTS: { type: 'integer', min: 1, max: 10_000_000, default: '1000', readBy: ['bench'], description: 'Documents of the ingestion and cluster benchmarks' },
+  BENCH_CLIENTS: { type: 'integer', min: 1, max: 10_000, default: '32', readBy: ['bench'], description: 'Concurrent clients of the ingestion and cluster benchmarks' },
+  BENCH_CREATE_SECONDS: { type: 'integer', min: 1, max: 86400, default: '30', readBy: ['bench'], description: 'Length of the creation phase of the ingestion and cluster benchmarks' },
+  BENCH_PACED_RATE: { type: 'integer', min: 1, max: 100_000, default: '300', readBy: ['bench'], description: 'Paced creations per second of the ingestion and cluster benchmarks' },
+  BENCH_LISTED: { type: 'integer', min: 1, max: 10_000_000, default: '10000', readBy: ['bench'], description: 'Documents listed by the ingestion benchmark' },
   BENCH_ONLY: { type: 'enum', values: ['system', 'creation'], readBy: ['bench'], description: 'Runs one part of the ingestion benchmark only' },
   BENCH_API_CPU_PROF: { type: 'string', readBy: ['bench'], description: "Directory for the API's CPU profile during the ingestion benchmark" },
   BENCH_WORKER_CPU_PROF: { type: 'string', readBy: ['bench'], description: "Directory for the worker's CPU profile during the ingestion benchmark" },
   BENCH_SLOW_TRACE: { type: 'boolean', readBy: ['bench'], description: '`1`: the ingestion benchmark traces its slowest creations' },
   BENCH_CPU_PROFILE: { type: 'boolean', readBy: ['bench'], description: 'The messaging benchmark profiles the API' },
   BENCH_SKIP_ADMISSIONS: { type: 'boolean', readBy: ['bench'], description: 'The messaging benchmark skips its admission measurements' },
-  BENCH_TOKENS: { type: 'integer', default: '20', readBy: ['bench'], description: 'Tokens of each answer of the fake model provider' },
-  BENCH_TOKEN_MS: { type: 'integer', default: '20', readBy: ['bench'], description: 'Time between two tokens of the fake model provider' },
+  BENCH_TOKENS: { type: 'integer', min: 1, max: 100_000, default: '20', readBy: ['bench'], description: 'Tokens of each answer of the fake model provider' },
+  BENCH_TOKEN_MS: { type: 'integer', min: 0, max: 60_000, default: '20', readBy: ['bench'], description: 'Time between two tokens of the fake model provider' },
   BENCH_PROVIDER_URL: { type: 'url', readBy: ['bench'], description: 'The model provider the bare proxy of the messaging benchmark relays to' },
-  BENCH_PIECES: { type: 'integer', default: '256', readBy: ['bench'], description: 'Texts embedded by the encoder-runtime benchmark' },
-  BENCH_QUERIES: { type: 'integer', default: '300', readBy: ['bench'], description: 'Queries per setting of the search benchmark' },
+  BENCH_PIECES: { type: 'integer', min: 1, max: 1_000_000, default: '256', readBy: ['bench'], description: 'Texts embedded by the encoder-runtime benchmark' },
+  BENCH_QUERIES: { type: 'integer', min: 1, max: 1_000_000, default: '300', readBy: ['bench'], description: 'Queries per setting of the search benchmark' },
   BENCH_SIZES: { type: 'list', default: '10000,100000', readBy: ['bench'], description: 'Chunk counts of the search benchmark' },
   BENCH_SENTENCES: { type: 'integer', default: '45', readBy: ['bench'], description: 'Sentences of the transcription benchmark\'s recording' },
-  BENCH_RATE: { type: 'integer', default: '15', readBy: ['bench'], description: "A well-behaved client's requests per second in the flood benchmark" },
-  BENCH_FLOOD_CONNECTIONS: { type: 'integer', default: '32', readBy: ['bench'], description: 'Connections of the flooding client' },
-  FAULT_DOCUMENTS: { type: 'integer', default: '400', readBy: ['bench'], description: 'Documents of the cluster fault benchmark' },
-  FAULT_LOAD_SECONDS: { type: 'integer', default: '110', readBy: ['bench'], description: 'Load phase of the cluster fault benchmark' },
-  FAULT_DEADLINE_SECONDS: { type: 'integer', default: '900', readBy: ['bench'], description: 'How long the cluster fault benchmark waits for every document' },
+  BENCH_RATE: { type: 'integer', min: 1, max: 100_000, default: '15', readBy: ['bench'], description: "A well-behaved client's requests per second in the flood benchmark" },
+  BENCH_FLOOD_CONNECTIONS: { type: 'integer', min: 1, max: 100_000, default: '32', readBy: ['bench'], description: 'Connections of the flooding client' },
+  FAULT_DOCUMENTS: { type: 'integer', min: 1, max: 10_000_000, default: '400', readBy: ['bench'], description: 'Documents of the cluster fault benchmark' },
+  FAULT_LOAD_SECONDS: { type: 'integer', min: 1, max: 86400, default: '110', readBy: ['bench'], description: 'Load phase of the cluster fault benchmark' },
+  FAULT_DEADLINE_SECONDS: { type: 'integer', min: 1, max: 86400, default: '900', readBy: ['bench'], description: 'How long the cluster fault benchmark waits for every document' },
 } as const satisfies Record<string, SettingSpec>;
 
 /** The sections of docs/configuration.md, in order, with the settings of each. */
