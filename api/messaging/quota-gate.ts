@@ -3,7 +3,7 @@ import type { ApiDeps } from '../deps.js';
 import { errorHandler, type ErrorStyle } from '../http/errors.js';
 import { presentedKey } from '../http/api-key.js';
 import { assertQuotaType, authenticateQuotaKey, type MessagingEndpoint } from '../../lib/messaging/quota-keys.js';
-import { mark, startTiming } from '../../lib/messaging/timing.js';
+import { mark, startTiming } from './timing.js';
 
 /** Every endpoint a quota key opens, with the quota type it needs and the error style of its interface. */
 const quotaEndpoints: Array<{ method: 'get' | 'post'; path: string; endpoint: MessagingEndpoint | MessagingEndpoint[]; style: ErrorStyle }> = [

@@ -3,12 +3,14 @@ import type { ApiDeps } from '../deps.js';
 import { deepHealth } from '../../lib/services.js';
 import { presentsAdministratorKey } from '../http/api-key.js';
 import type { QuotaKeyPrincipal } from '../../lib/messaging/quota-keys.js';
-import { chatCompletions, responses, type GenerationContext, type GenerationOutcome } from '../../lib/messaging/generation.js';
+import type { GenerationContext, GenerationOutcome } from '../../lib/messaging/generation.js';
+import { chatCompletions } from '../../lib/messaging/chat-completions.js';
+import { responses } from '../../lib/messaging/responses.js';
 import { UpstreamError, type ChatCompletionBody, type ResponsesBody } from '../../lib/messaging/upstream.js';
 import { readLegacyCompletion, requestLegacyCompletion, type LegacyInput } from '../../lib/messaging/legacy.js';
 import { chatCompletionBody, legacyCompletionBody, legacyIdParams, messagingErrors, modelParams, responsesBody } from './schemas.js';
 import { listModels, readModel } from '../../lib/messaging/models.js';
-import { clientGone } from '../../lib/messaging/sse.js';
+import { clientGone, HttpAnswer } from './http-answer.js';
 import { serviceVersion } from '../../lib/platform/version.js';
 
 const startedAt = Date.now();
@@ -19,14 +21,17 @@ const quotaKeyAuth =
 /** Model-provider failures keep the OpenAI error shape (`error`) next to the service's `detail`. */
 async function generate<B extends ChatCompletionBody | ResponsesBody>(input: HandlerInput<unknown, unknown, B>, deps: ApiDeps, run: (ctx: GenerationContext, body: B) => Promise<GenerationOutcome>): Promise<Reply> {
   const key = input.res.locals.quotaKey as QuotaKeyPrincipal;
+  const answer = new HttpAnswer(input.res, deps.config.messaging.sseKeepAliveMs);
   let outcome: GenerationOutcome;
   try {
-    outcome = await run({ deps, key, requestId: input.requestId, log: input.log, res: input.res }, input.body);
+    outcome = await run({ deps, key, requestId: input.requestId, log: input.log, answer }, input.body);
   } catch (err) {
     if (!(err instanceof UpstreamError)) throw err;
     return upstreamFailure(input, err);
   }
-  return 'json' in outcome ? { body: outcome.json } : undefined;
+  if (!('json' in outcome)) return undefined;
+  answer.finishTiming();
+  return { body: outcome.json };
 }
 
 function upstreamFailure<P, Q, B>(input: HandlerInput<P, Q, B>, err: UpstreamError): Reply {

@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import type { EventStream } from '../../lib/messaging/answer.js';
 
 type Response = ServerResponse;
 
@@ -7,7 +8,7 @@ type Response = ServerResponse;
  * model produces (the caller stops pulling from the provider meanwhile, so back-pressure reaches
  * the provider's connection); a comment line keeps a quiet stream open through proxies.
  */
-export class SseWriter {
+export class SseWriter implements EventStream {
   private keepAlive: NodeJS.Timeout | null = null;
   private started = false;
   /** True while a write waits for the client to read (observable for tests and metrics). */
@@ -16,6 +17,8 @@ export class SseWriter {
   constructor(
     private readonly res: Response,
     private readonly keepAliveMs: number,
+    /** Called once as the stream's head is set (the Server-Timing header). */
+    private readonly beforeHead: (() => void) | null = null,
   ) {}
 
   get closed() {
@@ -29,6 +32,7 @@ export class SseWriter {
   start(flush = false): void {
     if (this.started) return;
     this.started = true;
+    this.beforeHead?.();
     this.res.statusCode = 200;
     this.res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
     this.res.setHeader('Cache-Control', 'no-cache, no-transform');
@@ -52,14 +56,14 @@ export class SseWriter {
     this.keepAlive.unref();
   }
 
-  /** Resolves once the chunk is handed to the socket, or buffered below the high-water mark. */
-  async write(chunk: string): Promise<void> {
+  /** Nothing once the chunk is handed to the socket or buffered below the high-water mark; else a promise of the drain. */
+  write(chunk: string): Promise<void> | void {
     this.start();
     if (this.closed || chunk === '') return;
     this.armKeepAlive();
     if (this.res.write(chunk)) return;
     this.waitingForDrain = true;
-    await new Promise<void>((resolve) => {
+    return new Promise<void>((resolve) => {
       const done = () => {
         this.waitingForDrain = false;
         this.res.off('drain', done);
@@ -72,13 +76,13 @@ export class SseWriter {
   }
 
   /** `event: <type>` + `data: <json>`: the responses stream format. */
-  event(type: string, data: unknown) {
-    return this.write(`event: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
+  async event(type: string, data: unknown): Promise<void> {
+    await this.write(`event: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
   }
 
   /** `data: <json>`: the chat-completions stream format. */
-  data(data: unknown) {
-    return this.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+  async data(data: unknown): Promise<void> {
+    await this.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
   }
 
   end(): void {
@@ -86,13 +90,4 @@ export class SseWriter {
     this.keepAlive = null;
     if (!this.closed) this.res.end();
   }
-}
-
-/** An AbortSignal that fires when the client goes away before the answer is complete. */
-export function clientGone(res: Response): AbortController {
-  const controller = new AbortController();
-  res.once('close', () => {
-    if (!res.writableFinished) controller.abort();
-  });
-  return controller;
 }

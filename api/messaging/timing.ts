@@ -1,4 +1,5 @@
 import type { Response } from 'express';
+import type { TimingPhase } from '../../lib/messaging/answer.js';
 
 /**
  * Where a /v3 request's time before the provider's first byte went, as a Server-Timing header when
@@ -7,13 +8,7 @@ import type { Response } from 'express';
  * quota admission's round trip), `provider` (until the provider's answer began: its headers for a
  * stream, the whole answer otherwise; a chat completion's knowledge search included). Milliseconds.
  */
-interface Marks {
-  gate: number;
-  authed?: number;
-  handler?: number;
-  admitted?: number;
-  provider?: number;
-}
+type Marks = { gate: number; authed?: number } & Partial<Record<TimingPhase, number>>;
 
 const marksOf = (res: Response) => res.locals.timing as Marks | undefined;
 

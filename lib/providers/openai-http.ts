@@ -57,6 +57,8 @@ export interface StreamEvent {
 /** A stream's events in batches; once they are read, `sawDone` says whether `[DONE]` ended them (a chat stream's end). */
 export interface EventBatches extends AsyncIterable<RawStreamEvent[]> {
   readonly sawDone: boolean;
+  /** The batches pushed to `onBatch` (a relay's way: no promise per read); see `forEachBatch`. */
+  forEach(onBatch: (batch: RawStreamEvent[]) => Promise<void> | void, stop: () => boolean): Promise<void>;
 }
 
 /** An event of a stream as it arrived: its `event:` name (or null) and its data's text, not parsed. */
@@ -99,8 +101,13 @@ export class OpenAiHttp {
   async streamRaw(path: string, body: unknown, signal: AbortSignal): Promise<EventBatches> {
     const res = await this.send(path, body, signal, 'text/event-stream');
     const end = { done: false };
-    const batches = readEventBatches(res, end);
-    return { [Symbol.asyncIterator]: () => batches, get sawDone() { return end.done; } };
+    return {
+      [Symbol.asyncIterator]: () => readEventBatches(res, end),
+      forEach: (onBatch, stop) => forEachBatch(res, end, onBatch, stop),
+      get sawDone() {
+        return end.done;
+      },
+    };
   }
 
   /** A POST of `body` as JSON, or a GET when `body` is null; resolves with a 2xx answer's head. */
@@ -178,47 +185,107 @@ async function readAll(res: http.IncomingMessage): Promise<string> {
 
 /**
  * Server-sent events (text/event-stream): `event:` and `data:` lines, events separated by a blank
- * line. Yields, per piece read from the connection, the events it completed (never an empty batch);
- * `[DONE]` ends the events, but the answer is read to its end: a response left unread would close
- * a connection the pool keeps for the next call.
+ * line. `push` answers the events each piece of text completed; `[DONE]` ends the events.
+ */
+class SseParser {
+  private pending = '';
+  private event: string | null = null;
+  private data: string[] = [];
+  done = false;
+
+  push(chunk: string): RawStreamEvent[] {
+    const batch: RawStreamEvent[] = [];
+    if (this.done) return batch;
+    const text = this.pending + chunk;
+    let start = 0;
+    for (let nl = text.indexOf('\n', start); nl >= 0; nl = text.indexOf('\n', start)) {
+      const line = text.slice(start, nl > start && text.charCodeAt(nl - 1) === 13 ? nl - 1 : nl);
+      start = nl + 1;
+      if (line === '') {
+        if (this.data.length) {
+          const payload = this.data.length === 1 ? this.data[0]! : this.data.join('\n');
+          if (payload === '[DONE]') {
+            this.done = true;
+            break;
+          }
+          batch.push({ event: this.event, data: payload });
+        }
+        this.event = null;
+        this.data = [];
+      } else if (line.startsWith('data:')) this.data.push(line.slice(line.charCodeAt(5) === 32 ? 6 : 5));
+      else if (line.startsWith('event:')) this.event = line.slice(6).trim();
+      // comments (`:`) and other fields are ignored
+    }
+    this.pending = this.done ? '' : text.slice(start);
+    return batch;
+  }
+}
+
+const connectionFailure = (err: unknown) => ((err as Error).name === 'AbortError' ? err : new ProviderConnectionError((err as Error).message));
+
+/**
+ * Yields, per piece read from the connection, the events it completed (never an empty batch);
+ * after `[DONE]` the answer is still read to its end: a response left unread would close a
+ * connection the pool keeps for the next call.
  */
 async function* readEventBatches(res: http.IncomingMessage, end: { done: boolean }): AsyncGenerator<RawStreamEvent[]> {
   res.setEncoding('utf8');
-  let pending = '';
-  let event: string | null = null;
-  let data: string[] = [];
-  let done = false;
+  const parser = new SseParser();
   try {
     for await (const chunk of res) {
-      if (done) continue;
-      const text = pending + (chunk as string);
-      const batch: RawStreamEvent[] = [];
-      let start = 0;
-      for (let nl = text.indexOf('\n', start); nl >= 0; nl = text.indexOf('\n', start)) {
-        const line = text.slice(start, nl > start && text.charCodeAt(nl - 1) === 13 ? nl - 1 : nl);
-        start = nl + 1;
-        if (line === '') {
-          if (data.length) {
-            const payload = data.length === 1 ? data[0]! : data.join('\n');
-            if (payload === '[DONE]') {
-              done = true;
-              end.done = true;
-              break;
-            }
-            batch.push({ event, data: payload });
-          }
-          event = null;
-          data = [];
-        } else if (line.startsWith('data:')) data.push(line.slice(line.charCodeAt(5) === 32 ? 6 : 5));
-        else if (line.startsWith('event:')) event = line.slice(6).trim();
-        // comments (`:`) and other fields are ignored
-      }
-      pending = done ? '' : text.slice(start);
+      const batch = parser.push(chunk as string);
+      end.done = parser.done;
       if (batch.length) yield batch;
     }
   } catch (err) {
-    throw (err as Error).name === 'AbortError' ? err : new ProviderConnectionError((err as Error).message);
+    throw connectionFailure(err);
   }
+}
+
+/**
+ * The same batches pushed to `onBatch` as the connection delivers them, with no promise per read:
+ * the connection pauses while a promise `onBatch` answers is pending (the client reads slower than
+ * the provider writes). Stops, closing the answer, once `stop()` says so after a batch; an error
+ * `onBatch` throws ends the stream and is thrown as it is.
+ */
+function forEachBatch(res: http.IncomingMessage, end: { done: boolean }, onBatch: (batch: RawStreamEvent[]) => Promise<void> | void, stop: () => boolean): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    res.setEncoding('utf8');
+    const parser = new SseParser();
+    let settled = false;
+    const finish = (err?: unknown) => {
+      if (settled) return;
+      settled = true;
+      if (err === undefined) resolve();
+      else reject(err);
+    };
+    const halt = (err?: unknown) => {
+      finish(err);
+      res.destroy();
+    };
+    const afterBatch = () => {
+      if (stop()) halt();
+      else if (res.isPaused()) res.resume();
+    };
+    res.on('data', (chunk: string) => {
+      if (settled) return;
+      const batch = parser.push(chunk);
+      end.done = parser.done;
+      if (!batch.length) return;
+      let pending: Promise<void> | void;
+      try {
+        pending = onBatch(batch);
+      } catch (err) {
+        return halt(err);
+      }
+      if (!pending) return afterBatch();
+      res.pause();
+      pending.then(afterBatch, halt);
+    });
+    res.once('end', () => finish());
+    res.once('error', (err) => finish(connectionFailure(err)));
+    res.once('close', () => finish(res.complete ? undefined : new ProviderConnectionError('the connection closed before the stream ended')));
+  });
 }
 
 async function* parsedEvents(batches: AsyncIterable<RawStreamEvent[]>): AsyncGenerator<StreamEvent> {

@@ -3,7 +3,7 @@ import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { eventually } from '../support/system.js';
-import { SseWriter } from '../../lib/messaging/sse.js';
+import { SseWriter } from '../../api/messaging/sse-writer.js';
 
 /** The SSE writer over a real socket: a client that stops reading stops the producer. */
 describe('messaging SSE writer', () => {
