@@ -7,6 +7,7 @@ import { keepUploadFolder, uploadFolder } from './http/upload-folder.js';
 import { countTokens } from '../lib/platform/tokens.js';
 import { latinDetector } from '../lib/speech/detect.js';
 import { removeAbandonedScratch } from '../lib/platform/scratch.js';
+import { returnEscrows } from '../lib/messaging/quota-escrow.js';
 
 /** The API process. Stateless: run as many replicas as needed behind a load balancer. */
 const config = loadConfigOrExit();
@@ -34,6 +35,8 @@ const stop = () => {
   stopping = true;
   services.log.info('api stopping');
   server.close(async () => {
+    // What this process's escrow slices have not lent goes back to their keys at once, not at expiry.
+    await returnEscrows(services.db).catch((err: unknown) => services.log.warn('quota escrows not given back', { err }));
     await services.db.$disconnect();
     await temporal.connection.close();
     process.exit(0);

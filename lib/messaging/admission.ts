@@ -4,7 +4,8 @@ import { AppError } from '../platform/errors.js';
 import type { GenerationContext } from './generation.js';
 import type { Character } from './service-metadata.js';
 import type { ChatCompletionBody } from './upstream.js';
-import { estimateTokens, holdLifetimeMs, holdsBeingMade, quickTokenBound, refineHold, releaseQuota, reserveQuota, roomForeseen, settleQuota, type QuotaHold } from './quota.js';
+import { estimateTokens, holdLifetimeMs, holdsBeingMade, quickTokenBound, refineHold, releaseHold, roomForeseen, settleQuota, type QuotaHold } from './quota.js';
+import { holdOnKey } from './quota-escrow.js';
 
 /**
  * A /v3 request's quota admission: what it holds (lib/messaging/quota.ts makes the hold), when the
@@ -84,7 +85,8 @@ export function planAdmission(ctx: GenerationContext, endpoint: 'chat' | 'respon
   const { text: inputText } = input;
   // Each of n choices may use the whole output limit, and the provider charges them all.
   const rest = input.imageTokens + knowledgeAllowance(character) + (output.limit ?? ctx.deps.config.messaging.defaultOutputTokenBound) * (output.choices ?? 1);
-  const ask = (tokens: number) => reserveQuota(ctx.deps.db, { quotaKeyId: ctx.key.id, operationKey, endpoint, tokens, holdMs: holdLifetimeMs(ctx.deps.config.messaging.upstreamTimeoutSeconds) });
+  const settings = { drawMs: ctx.deps.config.messaging.quotaEscrowSeconds * 1000, holdMs: holdLifetimeMs(ctx.deps.config.messaging.upstreamTimeoutSeconds) };
+  const ask = (tokens: number) => holdOnKey(ctx.deps.db, ctx.log, settings, { quotaKeyId: ctx.key.id, operationKey, endpoint, tokens });
   const quick = quickTokenBound(inputText);
   const forecastMs = ctx.deps.config.messaging.callDuringAdmissionSeconds * 1000;
   const early =
@@ -149,7 +151,7 @@ export async function callAdmitted<T>(ctx: GenerationContext, plan: PlannedAdmis
  * moment can only make a following request wait for room, never admit too much.
  */
 export function settle(ctx: GenerationContext, hold: QuotaHold, outcome: { usedTokens: number | null } | { released: true }): void {
-  const settlement = 'released' in outcome ? releaseQuota(ctx.deps.db, hold.operationKey) : settleQuota(ctx.deps.db, hold, outcome.usedTokens);
+  const settlement = 'released' in outcome ? releaseHold(ctx.deps.db, hold) : settleQuota(ctx.deps.db, hold, outcome.usedTokens);
   // The hold expires on its own; the answer the client got stays right.
   settlement.catch((err: unknown) => ctx.log.error('quota settlement failed', { err, operation_key: hold.operationKey }));
 }

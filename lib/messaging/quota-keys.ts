@@ -3,6 +3,7 @@ import { Prisma, type Db } from '../platform/db.js';
 import { hashKey } from '../platform/api-keys.js';
 import { RecentLookups } from '../platform/recent-lookups.js';
 import { AppError, badRequest, notFound } from '../platform/errors.js';
+import { forgetEscrow } from './quota-escrow.js';
 
 /**
  * Quota-bound keys of the messaging interface. A key carries a quota type (which generation
@@ -131,6 +132,7 @@ export async function revokeQuotaKey(db: Db, id: string) {
   if (!found) throw notFound(`quota key ${id} not found`);
   if (!found.revokedAt) await db.quotaKey.update({ where: { id }, data: { revokedAt: new Date() } });
   principals.forget((principal) => principal.id === id);
+  await forgetEscrow(db, id);
   return getQuotaKey(db, id);
 }
 
@@ -140,7 +142,8 @@ export async function revokeQuotaKey(db: Db, id: string) {
  * looked up again in the background before that, so a busy key never waits for a lookup and a
  * revoked one is refused within that bound on every API replica. A revocation is honoured at once
  * where it counts anyway: every admission re-reads the key's row under its lock (quota_reserve) and
- * refuses a revoked key, and the replica that revokes drops its entry at once. What the bound leaves
+ * refuses a revoked key (one drawn from an escrow slice, lib/messaging/quota-escrow.ts, is refused
+ * through this cache), and the replica that revokes drops its entry at once. What the bound leaves
  * open is a read that admits nothing (polling a legacy completion, listing speech voices) with a key
  * revoked on another replica, for at most that long.
  */

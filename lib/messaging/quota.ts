@@ -18,6 +18,8 @@ export interface QuotaHold {
   quotaKeyId: string;
   endpoint: string;
   tokens: number;
+  /** The escrow slice the hold was drawn from (lib/messaging/quota-escrow.ts), if it was. */
+  escrow?: string;
 }
 
 /**
@@ -100,13 +102,33 @@ export function quickTokenBound(text: string): { tokens: number; exact: boolean 
 export async function refineHold(db: Db, hold: QuotaHold, tokens: number): Promise<void> {
   const lowered = Math.max(1, Math.ceil(tokens));
   if (lowered >= hold.tokens) return;
+  if (hold.escrow) {
+    const spare = hold.tokens - lowered;
+    hold.tokens = lowered;
+    await returnToSlice(db, hold.escrow, spare);
+    return;
+  }
   await db.pool.query(`UPDATE quota_reservations SET tokens = $2 WHERE "operationKey" = $1 AND status = 'pending' AND tokens > $2`, [hold.operationKey, lowered]);
   hold.tokens = lowered;
 }
 
+/**
+ * Takes `tokens` out of an escrow slice's hold (lib/messaging/quota-escrow.ts): room it will not
+ * lend goes back to the key. A slice with nothing left, lent or not, is released.
+ */
+export async function returnToSlice(db: Db, escrowOperationKey: string, tokens: number): Promise<void> {
+  await db.pool.query(
+    `UPDATE quota_reservations SET tokens = GREATEST(tokens - $2, 0),
+            status = CASE WHEN tokens - $2 <= 0 THEN 'released' ELSE status END,
+            "resolvedAt" = CASE WHEN tokens - $2 <= 0 THEN now() ELSE "resolvedAt" END
+      WHERE "operationKey" = $1 AND status = 'pending'`,
+    [escrowOperationKey, Math.max(0, tokens)],
+  );
+}
+
 type ReserveRow = { outcome: 'admitted' | 'revoked' | 'exhausted'; token_amount: string | null; remaining: string | null };
 type ReserveItem = { quota_key_id: string; operation_key: string; endpoint: string; tokens: number; hold_ms: number };
-type SettleItem = { operation_key: string; used: number | null; quota_key_id: string | null; held: number | null; endpoint: string | null };
+type SettleItem = { operation_key: string; used: number | null; quota_key_id: string | null; held: number | null; endpoint: string | null; escrow?: string };
 type SettleOutcome = 'settled' | 'already_resolved';
 
 /**
@@ -173,6 +195,12 @@ function roomOf(db: Db, quotaKeyId: string): KeyRoom {
  * since. The messaging gateway then calls the provider while the hold is being made
  * (lib/messaging/generation.ts) instead of after it.
  */
+/** The key's free room as this process last heard of it, less its own holds asked for since (0 when it never heard). */
+export function knownRoom(db: Db, quotaKeyId: string): number {
+  const room = roomsOf.get(db)?.get(quotaKeyId);
+  return room && room.at > -Infinity ? Math.max(0, room.remaining - room.asking) : 0;
+}
+
 export function roomForeseen(db: Db, quotaKeyId: string, tokens: number, maxAgeMs: number): boolean {
   const room = roomsOf.get(db)?.get(quotaKeyId);
   return !!room && performance.now() - room.at <= maxAgeMs && room.remaining - room.asking >= tokens;
@@ -232,7 +260,9 @@ async function exhausted(db: Db, quotaKeyId: string, tokens: number, amount: big
  * Records the used tokens once (null: unknown usage, charged the whole hold), durably. The
  * conditional status change makes a repeat a no-op; hold and consumption change in one commit, and
  * the key row update waits for any admission holding the key's lock, so admissions see both or
- * neither. Given the hold, a hold lost in a database crash is charged all the same.
+ * neither. Given the hold, a hold lost in a database crash is charged all the same. A hold drawn
+ * from an escrow slice has no row of its own: it is recorded settled, and the slice gives up what it
+ * held, in the same transaction.
  */
 export async function settleQuota(db: Db, hold: QuotaHold | { operationKey: string }, usedTokens: number | null): Promise<'settled' | 'already_resolved'> {
   const used = usedTokens == null ? null : Math.max(0, Math.trunc(usedTokens));
@@ -243,7 +273,14 @@ export async function settleQuota(db: Db, hold: QuotaHold | { operationKey: stri
     quota_key_id: full?.quotaKeyId ?? null,
     held: full?.tokens ?? null,
     endpoint: full?.endpoint ?? null,
+    ...(full?.escrow ? { escrow: full.escrow } : {}),
   });
+}
+
+/** Drops a hold the model never used; one drawn from an escrow slice goes back to the key. */
+export async function releaseHold(db: Db, hold: QuotaHold): Promise<void> {
+  if (hold.escrow) await returnToSlice(db, hold.escrow, hold.tokens);
+  else await releaseQuota(db, hold.operationKey);
 }
 
 export async function releaseQuota(db: Db, operationKey: string): Promise<void> {

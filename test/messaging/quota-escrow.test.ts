@@ -1,0 +1,115 @@
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import { createDb, type Db } from '../../lib/platform/db.js';
+import { createLogger } from '../../lib/platform/logger.js';
+import { createQuotaKey, listQuotaKeys, revokeQuotaKey } from '../../lib/messaging/quota-keys.js';
+import { releaseHold, settleQuota, type QuotaHold } from '../../lib/messaging/quota.js';
+import { holdOnKey, returnEscrows } from '../../lib/messaging/quota-escrow.js';
+import { AppError } from '../../lib/platform/errors.js';
+import { eventually } from '../support/system.js';
+import { testStack } from '../support/stack.js';
+
+/**
+ * Escrow slices (lib/messaging/quota-escrow.ts) against the real ledger: two database pools stand
+ * for two API processes, each with its own slices. Whatever the slices, the key never admits more
+ * than its amount, every used token is charged once, and what a slice did not lend goes back.
+ */
+describe('messaging quota escrow', function () {
+  this.timeout(120_000);
+  const log = createLogger({ component: 'test' }, 'error');
+  const drawMs = 1_500;
+  const settings = { drawMs, holdMs: 60_000 };
+  let processes: Db[];
+  before(() => {
+    processes = [createDb(testStack().databaseUrl, 4), createDb(testStack().databaseUrl, 4)];
+  });
+  after(async () => {
+    for (const db of processes) {
+      await returnEscrows(db);
+      await db.$disconnect();
+    }
+  });
+
+  const newKey = async (tokens: number) => (await createQuotaKey(processes[0]!, { name: `escrow-${crypto.randomUUID()}`, quota_type: 'chat', token_amount: tokens })).id;
+  const hold = (db: Db, quotaKeyId: string, tokens: number) => holdOnKey(db, log, settings, { quotaKeyId, operationKey: `chat-${crypto.randomUUID()}`, endpoint: 'chat', tokens });
+  const usage = async (id: string) => (await listQuotaKeys(processes[0]!)).find((k) => k.id === id)!;
+  const slices = async (id: string) =>
+    (await processes[0]!.pool.query<{ tokens: string }>(`SELECT tokens FROM quota_reservations WHERE "quotaKeyId" = $1 AND endpoint = 'escrow' AND status = 'pending'`, [id])).rows.map((r) => Number(r.tokens));
+
+  it('a busy key is served from a slice: its holds make no row, and the slice gives back what it did not lend', async () => {
+    const id = await newKey(10_000_000);
+    const [db] = processes as [Db];
+    const first = [await hold(db, id, 1000), await hold(db, id, 1000)];
+    assert.ok(first.every((h) => !h.escrow), 'the first holds are made in the database');
+    await eventually('a slice to be taken', async () => (await slices(id)).length === 1, 10_000);
+    const lent = await hold(db, id, 1000);
+    assert.ok(lent.escrow, 'a hold drawn from the slice');
+    assert.equal((await processes[0]!.quotaReservation.findUnique({ where: { operationKey: lent.operationKey } })), null, 'no row of its own');
+    const [slice] = await slices(id);
+    assert.ok(slice! >= 4 * 1000, `a slice of ${slice} tokens`);
+    // Settled: charged what it used, and the slice gives up what it held.
+    assert.equal(await settleQuota(db, lent, 300), 'settled');
+    assert.equal(await settleQuota(db, lent, 300), 'already_resolved', 'only once');
+    assert.deepEqual(await slices(id), [slice! - 1000]);
+    for (const h of first) await settleQuota(db, h, 100);
+    const u = await usage(id);
+    assert.equal(u.tokens_consumed, 500);
+    assert.equal(u.tokens_reserved, slice! - 1000, 'the slice counts as held while it is drawn from');
+    // After its period nothing is held: the slice gave back what it did not lend.
+    const idle = await eventually('the slice to be given back', async () => {
+      const now = await usage(id);
+      return now.tokens_reserved === 0 && now;
+    }, 10_000);
+    assert.equal(idle.tokens_remaining, 10_000_000 - 500);
+  });
+
+  it('two processes racing on one key with slices admit no more than its amount, and every used token is charged', async () => {
+    const amount = 400_000;
+    const id = await newKey(amount);
+    // Warm both processes up to slices of their own.
+    const warm = await Promise.all(processes.flatMap((db) => [hold(db, id, 1000), hold(db, id, 1000)]));
+    await Promise.all(warm.map((h, i) => settleQuota(processes[i % 2]!, h, 1000)));
+    await eventually('both processes to hold a slice', async () => (await slices(id)).length === 2, 10_000);
+    const tries = await Promise.allSettled(Array.from({ length: 600 }, (_, i) => hold(processes[i % 2]!, id, 1000)));
+    const admitted = tries.filter((t): t is PromiseFulfilledResult<QuotaHold> => t.status === 'fulfilled').map((t) => t.value);
+    assert.ok(tries.every((t) => t.status === 'fulfilled' || (t.reason instanceof AppError && t.reason.code === 'quota_exceeded')));
+    assert.ok(admitted.some((h) => h.escrow) && admitted.some((h) => !h.escrow), 'holds from slices and from the database');
+    // 4 warm-up holds of 1000 are charged: 396 holds of 1000 fit. A process may be refused while
+    // the other's slice still keeps room, never admitted beyond the amount.
+    assert.ok(admitted.length <= 396, `${admitted.length} holds of 1000 admitted`);
+    // Once the slices are given back, what is left is exactly the room nobody was admitted to.
+    await Promise.all(processes.map((db) => returnEscrows(db)));
+    let later = 0;
+    for (;;) {
+      const next = await hold(processes[0]!, id, 1000).catch((err: unknown) => {
+        if (err instanceof AppError && err.code === 'quota_exceeded') return null;
+        throw err;
+      });
+      if (!next) break;
+      admitted.push(next);
+      later++;
+    }
+    assert.equal(admitted.length, 396, `${admitted.length - later} admitted in the race, ${later} after it`);
+    await Promise.all(admitted.map((h) => settleQuota(processes[0]!, h, 1000)));
+    const u = await usage(id);
+    assert.equal(u.tokens_consumed, amount);
+    assert.equal(u.tokens_remaining, 0);
+  });
+
+  it('a hold the model never used goes back to the key; a revoked key lends no more in the process that revoked it', async () => {
+    const id = await newKey(10_000_000);
+    const [db] = processes as [Db];
+    await hold(db, id, 500).then((h) => settleQuota(db, h, 500));
+    await hold(db, id, 500).then((h) => settleQuota(db, h, 500));
+    await eventually('a slice to be taken', async () => (await slices(id)).length === 1, 10_000);
+    const [slice] = await slices(id);
+    const lent = await hold(db, id, 500);
+    assert.ok(lent.escrow);
+    await releaseHold(db, lent);
+    assert.deepEqual(await slices(id), [slice! - 500], 'the released hold left the slice');
+    assert.equal((await usage(id)).tokens_consumed, 1000, 'and was not charged');
+    await revokeQuotaKey(db, id);
+    assert.deepEqual(await slices(id), [], 'the slice was given back');
+    await assert.rejects(hold(db, id, 500), (err: AppError) => err.code === 'invalid_api_key');
+  });
+});
