@@ -23,6 +23,19 @@ interface Outcome {
   code: number;
   summary: string;
   slowest: [string, number][];
+  /** User + system CPU of the lane's processes; null if the lane was killed before it could say. */
+  cpuMs: number | null;
+}
+
+/** The children's line of bash's `times` ("0m1.5s 0m0.2s\n1m30.25s 0m10.5s"): user + system. */
+function childCpuMs(file: string): number | null {
+  try {
+    const line = fs.readFileSync(file, 'utf8').trim().split('\n')[1] ?? '';
+    const parts = [...line.matchAll(/(?<!\d)(\d+)m(\d+(?:\.\d+)?)s/g)].map((m) => Number(m[1]) * 60_000 + Number(m[2]) * 1000);
+    return parts.length === 2 ? Math.round(parts[0]! + parts[1]!) : null;
+  } catch {
+    return null;
+  }
 }
 
 const selected = process.argv.slice(2);
@@ -55,9 +68,12 @@ async function runLane(lane: Lane): Promise<Outcome> {
   const started = Date.now();
   console.log(`[test] lane ${lane.name}: ${files.length} files, needs ${lane.needs}, started`);
   const out = alone ? 'inherit' : fs.openSync(log, 'w');
-  const child = spawn(path.join(repoRoot, 'node_modules/.bin/mocha'), files, {
+  // Through bash for its `times`: the CPU the lane's whole process tree used (servers, workers,
+  // tools), which says more than wall time on a machine shared with other work.
+  const cpuFile = path.join(logDir, `${lane.name}.cpu`);
+  const child = spawn('bash', ['-c', 'node_modules/.bin/mocha "$@"; code=$?; times > "$LANE_CPU_FILE"; exit $code', 'mocha', ...files], {
     cwd: repoRoot,
-    env: { ...process.env, TEST_FILE_TIMES: timesFile },
+    env: { ...process.env, TEST_FILE_TIMES: timesFile, LANE_CPU_FILE: cpuFile },
     stdio: ['ignore', out, out],
   });
   running.add(child);
@@ -83,7 +99,7 @@ async function runLane(lane: Lane): Promise<Outcome> {
   } catch {
     /* the lane ended before its last hook (a crash): no times */
   }
-  return { lane, files: files.length, ms, code, summary, slowest };
+  return { lane, files: files.length, ms, code, summary, slowest, cpuMs: childCpuMs(cpuFile) };
 }
 
 const started = Date.now();
@@ -108,7 +124,8 @@ fs.rmSync(logDir, { recursive: true, force: true });
 console.log(`\n[test] lanes (wall time; ${atOnce} at once on ${os.availableParallelism()} cores):`);
 for (const o of outcomes.sort((a, b) => lanes.indexOf(a.lane) - lanes.indexOf(b.lane))) {
   const result = o.code === 0 ? 'passed' : `FAILED (exit ${o.code})`;
-  console.log(`  ${o.lane.name.padEnd(10)} ${o.lane.needs.padEnd(9)} ${String(o.files).padStart(3)} files  ${formatMs(o.ms).padStart(6)}  ${result}${o.summary ? ` (${o.summary})` : ''}`);
+  const cpu = o.cpuMs === null ? '' : `, cpu ${formatMs(o.cpuMs)}`;
+  console.log(`  ${o.lane.name.padEnd(10)} ${o.lane.needs.padEnd(9)} ${String(o.files).padStart(3)} files  ${formatMs(o.ms).padStart(6)}${cpu}  ${result}${o.summary ? ` (${o.summary})` : ''}`);
   if (o.slowest.length) console.log(`  ${''.padEnd(10)} slowest: ${o.slowest.map(([f, ms]) => `${f} ${formatMs(ms)}`).join(', ')}`);
 }
 console.log(`  ${'all'.padEnd(10)} ${''.padEnd(9)} ${''.padStart(9)}  ${formatMs(Date.now() - started).padStart(6)}`);
