@@ -3,7 +3,7 @@
  *   api/        -> domain code (lib/**)
  *   activities/ -> domain code
  *   workflows/  -> workflow contracts (lib/contracts/) and the activities' types, nothing else
- *   lib/**      -> never api/, workflows/, activities/ or workers/
+ *   lib/**      -> never api/, workflows/, activities/ or workers/, nor the HTTP framework (express)
  *   lib/platform/  -> only lib/platform/ (config, db, logger, errors, storage, Temporal client, ...)
  *   lib/providers/ -> only lib/platform/, lib/audio/ and lib/providers/ (adapters know no domain)
  *   lib/contracts/ -> only contracts and Temporal's deterministic packages at run time (types of
@@ -118,6 +118,13 @@ module.exports = {
       to: { path: '^lib/', pathNot: '^lib/(platform|audio|providers)/' },
     },
     {
+      name: 'domain-knows-no-http',
+      severity: 'error',
+      comment: 'Domain code answers through small interfaces (an answer channel, an audio sink) that api/ adapts to HTTP.',
+      from: { path: '^(lib|activities|workflows)/' },
+      to: { path: 'node_modules/(@types/)?(express|express-serve-static-core|multer|router|body-parser)/' },
+    },
+    {
       name: 'tests-stay-in-test',
       severity: 'error',
       comment: 'Production code never imports test code (benchmarks may use the local protocol servers of test/support/).',
@@ -133,7 +140,7 @@ module.exports = {
   ],
   options: {
     doNotFollow: { path: ['node_modules', '^generated/'] },
-    exclude: { path: ['^generated/', '^node_modules/'] },
+    exclude: { path: ['^generated/'] },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: 'tsconfig.json' },
     enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default', 'types'], extensions: ['.ts', '.mts', '.js', '.mjs', '.cjs', '.json'] },

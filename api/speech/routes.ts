@@ -1,8 +1,9 @@
+import { once } from 'node:events';
 import type { NextFunction, Request, Response } from 'express';
 import type { ApiDeps } from '../deps.js';
 import { defineRoute, type RouteDefinition } from '../http/route.js';
 import type { QuotaKeyPrincipal } from '../../lib/messaging/quota-keys.js';
-import { nextSpeechRequestId, recordSpeechRequest, serveSpeech, type SpeechBody, type SpeechRecord } from '../../lib/speech/requests.js';
+import { nextSpeechRequestId, recordSpeechRequest, serveSpeech, type AudioAnswer, type SpeechBody, type SpeechRecord } from '../../lib/speech/requests.js';
 import { SpeechService } from '../../lib/speech/synthesize.js';
 import type { PartnerVoiceSource } from '../../lib/speech/voices.js';
 import { speechBody, speechErrors, voiceListAnswer } from './schemas.js';
@@ -57,7 +58,7 @@ export function speechRoutes(deps: ApiDeps, partnerVoices: PartnerVoiceSource | 
           if (!res.writableFinished) controller.abort(new Error('the client went away'));
         });
         await serveSpeech(
-          { db: deps.db, service, key: res.locals.quotaKey as QuotaKeyPrincipal, record: res.locals.speechRecord as SpeechRecord, res, log, signal: controller.signal },
+          { db: deps.db, service, key: res.locals.quotaKey as QuotaKeyPrincipal, record: res.locals.speechRecord as SpeechRecord, answer: audioAnswer(res, controller.signal), log, signal: controller.signal },
           body,
         );
         return undefined;
@@ -73,4 +74,23 @@ export function speechRoutes(deps: ApiDeps, partnerVoices: PartnerVoiceSource | 
       handler: async ({ res }) => ({ body: { voices: await service.listVoices((res.locals.quotaKey as QuotaKeyPrincipal).partnerId) } }),
     }),
   ];
+}
+
+/** The speech domain's audio over an HTTP response: its head as headers, its chunks with back-pressure. */
+function audioAnswer(res: Response, signal: AbortSignal): AudioAnswer {
+  return {
+    begin({ contentType, languageUsed, languageConfidence, byteLength }) {
+      res.status(200);
+      res.setHeader('Content-Type', contentType);
+      res.setHeader('X-Service-TTS-Language', languageUsed ?? 'default');
+      if (languageConfidence !== null) res.setHeader('X-Service-TTS-Language-Confidence', String(languageConfidence));
+      if (byteLength !== null) res.setHeader('Content-Length', String(byteLength));
+    },
+    write(chunk) {
+      if (!res.write(chunk)) return once(res, 'drain', { signal }).then(() => undefined);
+    },
+    end() {
+      res.end();
+    },
+  };
 }

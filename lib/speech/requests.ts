@@ -1,5 +1,3 @@
-import { once } from 'node:events';
-import type { Response } from 'express';
 import type { Db } from '../platform/db.js';
 import { AppError } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
@@ -91,12 +89,21 @@ export async function recordSpeechRequest(db: Db, record: SpeechRecord, httpStat
   }
 }
 
+/** How the audio reaches the client; api/speech adapts an HTTP response to it. */
+export interface AudioAnswer {
+  /** Before the first byte: what the audio is; `byteLength` when it is known (a wav comes whole). */
+  begin(head: { contentType: string; languageUsed: string | null; languageConfidence: number | null; byteLength: number | null }): void;
+  /** A promise when the client must read first, resolved once it has. */
+  write(chunk: Buffer): Promise<void> | void;
+  end(): void;
+}
+
 export interface SpeechRequestContext {
   db: Db;
   service: SpeechService;
   key: QuotaKeyPrincipal;
   record: SpeechRecord;
-  res: Response;
+  answer: AudioAnswer;
   log: Logger;
   /** Aborted when the client goes away. */
   signal: AbortSignal;
@@ -155,21 +162,19 @@ export async function serveSpeech(ctx: SpeechRequestContext, body: SpeechBody): 
       detectedLanguage: out.language.detected?.language ?? null,
       detectionConfidence: out.language.detected?.confidence ?? null,
     });
-    const { res } = ctx;
-    res.status(200);
-    res.setHeader('Content-Type', out.contentType);
-    res.setHeader('X-Service-TTS-Language', out.language.used ?? 'default');
-    if (out.language.detected) res.setHeader('X-Service-TTS-Language-Confidence', String(out.language.detected.confidence));
+    const { answer } = ctx;
+    const head = { contentType: out.contentType, languageUsed: out.language.used, languageConfidence: out.language.detected?.confidence ?? null };
     for await (const chunk of out.audio) {
       if (sent === 0) {
         record.ttfbMs = Math.round(performance.now() - record.startedAt);
         // A wav arrives whole (its header needs the length): its size is known.
-        if (format === 'wav') res.setHeader('Content-Length', String(chunk.length));
+        answer.begin({ ...head, byteLength: format === 'wav' ? chunk.length : null });
       }
       sent += chunk.length;
-      if (!res.write(chunk)) await once(res, 'drain', { signal: ctx.signal });
+      await answer.write(chunk);
     }
-    res.end();
+    if (sent === 0) answer.begin({ ...head, byteLength: 0 });
+    answer.end();
     record.audioBytes = sent;
     await settleQuota(ctx.db, hold, tokens);
   } catch (err) {
