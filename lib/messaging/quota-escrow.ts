@@ -53,6 +53,8 @@ interface KeyDemand {
 const MIN_HOLDS = 2;
 const ROOM_SHARE = 16;
 const MIN_SLICE_IN_HOLDS = 4;
+/** Keys whose demand a process follows before it forgets the quiet ones. */
+const MAX_KEYS = 10_000;
 
 class Escrows {
   private readonly keys = new Map<string, KeyDemand>();
@@ -112,12 +114,20 @@ class Escrows {
   private demandOf(quotaKeyId: string, tokens: number): KeyDemand {
     const now = performance.now();
     let demand = this.keys.get(quotaKeyId);
-    if (!demand) this.keys.set(quotaKeyId, (demand = { since: now, holds: 0, tokens: 0, largest: 0, slice: null, taking: false }));
+    if (!demand) {
+      if (this.keys.size >= MAX_KEYS) this.forgetQuietKeys(now);
+      this.keys.set(quotaKeyId, (demand = { since: now, holds: 0, tokens: 0, largest: 0, slice: null, taking: false }));
+    }
     else if (now - demand.since > this.settings.drawMs && !demand.slice) Object.assign(demand, { since: now, holds: 0, tokens: 0, largest: 0 });
     demand.holds++;
     demand.tokens += tokens;
     demand.largest = Math.max(demand.largest, tokens);
     return demand;
+  }
+
+  /** Keys seen once and not since hold nothing: their demand is forgotten when the table is full. */
+  private forgetQuietKeys(now: number): void {
+    for (const [keyId, d] of this.keys) if (!d.slice && !d.taking && now - d.since > this.settings.drawMs) this.keys.delete(keyId);
   }
 
   private async take(quotaKeyId: string, demand: KeyDemand, size: number): Promise<void> {
