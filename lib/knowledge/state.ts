@@ -23,7 +23,7 @@ import { rewriteTotals, type RewritePass } from '../rewrite/usage.js';
 
 type Tx = Prisma.TransactionClient;
 
-/** The columns of a document's processing state; a CHECK constraint keeps them describing one state. */
+/** The columns of a document's processing state; a trigger keeps them describing one state (migration typed_document_processing_state). */
 export interface ProcessingState {
   processingState: DocumentProcessingState | null;
   budgetBlockReason: BudgetBlockReason | null;
@@ -53,13 +53,13 @@ export function processingErrorOf(doc: ProcessingState): string | null {
 
 /** Data of a Prisma update for each state. */
 export const notWaiting: ProcessingState = { processingState: null, budgetBlockReason: null, budgetBlockDetail: null, failureMessage: null };
-export const budgetBlocked = (reason: BlockReason, detail: string): ProcessingState => ({ ...notWaiting, processingState: 'budget_blocked', budgetBlockReason: reason, budgetBlockDetail: detail });
+const budgetBlocked = (reason: BlockReason, detail: string): ProcessingState => ({ ...notWaiting, processingState: 'budget_blocked', budgetBlockReason: reason, budgetBlockDetail: detail });
 const failed = (message: string): ProcessingState => ({ ...notWaiting, processingState: 'failed', failureMessage: message });
 
 export const isBudgetBlocked = (doc: Pick<ProcessingState, 'processingState'>) => doc.processingState === 'budget_blocked';
 
 /** A `where` for documents that wait on budget capacity. */
-export const budgetBlockedDocuments = { processingState: 'budget_blocked' } as const;
+const budgetBlockedDocuments = { processingState: 'budget_blocked' } as const;
 
 /** The fields of a state worth keeping to put back (processingStateColumns of a read row). */
 export const stateOf = (doc: ProcessingState): ProcessingState => ({
