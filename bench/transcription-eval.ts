@@ -3,7 +3,7 @@
  *
  *   npm run eval:transcription
  *
- * - Synthetic: 10 sentences (names, numbers, questions) in six voices:
+ * - Synthetic: 6 sentences (names, numbers, a question) in six voices:
  *   festival slt-hts, flite kal16 / slt / rms / awb, espeak-ng en-us; one clip per sentence.
  * - Human: every real recording with a known text that Debian ships here (test/support/speech-recordings.ts):
  *   LibriVox readings (read), card names, "go forward ten meters" and speaker-test's channel names (prompted).
@@ -13,7 +13,7 @@
  * Real-time factor: engine time over audio time. Memory: Moonshine runs in this process, its peak RSS
  * is this process's (PocketSphinx runs as a child process: its peak RSS by /usr/bin/time on one clip).
  *
- * Word times: festival labels its own speech (word start and end); 12 sentences joined with pauses of 0.4-1.2 s into one recording are transcribed as one segment,
+ * Word times: festival labels its own speech (word start and end); 8 sentences joined with pauses of 0.4-1.2 s into one recording are transcribed as one segment,
  * and the times of the words both engines got right are compared with the labels.
  *
  * Writes its section of bench/RESULTS.md (BENCH_NO_WRITE=1: print only).
@@ -33,8 +33,8 @@ import { fmt, readLoad, writeSection } from './support/results.js';
 
 const run = promisify(execFile);
 /** Sentences in each synthetic voice, and sentences of the labelled recording for word times. */
-const sentenceCount = 10;
-const timingCount = 12;
+const sentenceCount = 6;
+const timingCount = 8;
 
 const sentences = [
   'The weather service expects heavy rain in the northern valleys tomorrow afternoon.',
@@ -92,6 +92,7 @@ async function score(engine: SpeechToTextEngine, clips: readonly Clip[]): Promis
   for (const clip of clips) {
     const started = performance.now();
     const { text } = await engine.transcribeSegment({ wavPath: clip.wav, language: 'en' });
+    process.stderr.write(`${engine.id} ${clip.group}: ${text}\n`);
     const ms = performance.now() - started;
     const e = wordErrors(clip.text, text);
     const s = byGroup.get(clip.group) ?? { errors: 0, words: 0, ms: 0, seconds: 0, worst: [] };

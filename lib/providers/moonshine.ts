@@ -17,7 +17,7 @@
  */
 import path from 'node:path';
 import { access } from 'node:fs/promises';
-import ort from 'onnxruntime-node';
+import * as ort from 'onnxruntime-node';
 import llamaTokenizer from 'llama-tokenizer-js';
 import { frameLevels, quietRuns, silenceThreshold, type Levels } from '../audio/levels.js';
 import { planSegments } from '../audio/segments.js';
@@ -315,10 +315,13 @@ function wordsOf(tokens: readonly Token[]): Array<{ text: string; c: number }> {
     else groups.at(-1)!.push(t);
   }
   return groups
-    .map((g) => ({ text: llamaTokenizer.decode(g.map((t) => t.id), false, false).trim(), c: Math.round((g.reduce((sum, t) => sum + t.p, 0) / g.length) * 1000) / 1000 }))
+    .map((g) => ({ text: modernSpelling(llamaTokenizer.decode(g.map((t) => t.id), false, false).trim()), c: Math.round((g.reduce((sum, t) => sum + t.p, 0) / g.length) * 1000) / 1000 }))
     .filter((w) => w.text.length > 0)
     .flatMap((w) => w.text.split(/\s+/).map((text) => ({ text, c: w.c })));
 }
+
+/** The model learnt from old books to write "to-morrow", "to-day" and "to-night"; readers today expect one word. */
+const modernSpelling = (word: string) => word.replace(/^([Tt])o-(morrow|day|night)\b/, '$1o$2');
 
 /** Token sequences of each boosted word or phrase, as said mid-sentence and sentence-initially. */
 function boostSequences(boosted: readonly string[]): number[][] {

@@ -53,7 +53,7 @@ describe('decompression bombs and other unbounded work', function () {
       ocrLanguages: ['eng'],
       pdfOcr: { maxPages: 5, concurrency: 1, dpi: 300 },
       libreOfficeTimeoutMs: 60_000,
-      speechToText: speechToTextFromSettings({ model: null, baseUrl: null, apiKey: null, timeoutSeconds: 60 } as never),
+      speechToText: speechToTextFromSettings({ model: null, baseUrl: null, apiKey: null, timeoutSeconds: 60, local: { modelDir: '', threads: 1, concurrency: 1 } } as never),
       limits: { ...defaultExtractionLimits, zipMaxInflatedBytes: 64 * 1024 * 1024, toolTimeoutMs: 8_000, ...limits },
     });
     const refused = async (name: string, content: Buffer, ext: string, reason: RegExp, opts = options()) => {

@@ -9,11 +9,9 @@ import path from 'node:path';
 import { wavFile } from '../../lib/audio/index.js';
 import { extractMedia } from '../../lib/digitization/extractors/media.js';
 import { UnreadableDocument } from '../../lib/digitization/extractors/types.js';
-import {
-  PocketSphinxEngine,
-  OpenAiTranscriptionEngine,
-  type SpeechToTextEngine,
-} from '../../lib/providers/speech-to-text.js';
+import { OpenAiTranscriptionEngine, type SpeechToTextEngine } from '../../lib/providers/speech-to-text.js';
+import { MoonshineEngine } from '../../lib/providers/moonshine.js';
+import { setting } from '../../lib/platform/config.js';
 import { readWavInfo } from '../../lib/audio/wav.js';
 
 /** An engine that answers `text` and lets the test see each segment it was given. */
@@ -29,10 +27,10 @@ function fakeEngine(text: string, seen: (wavPath: string) => Promise<void> = asy
     },
   };
 }
-const local = new PocketSphinxEngine();
+const local = new MoonshineEngine({ modelDir: setting(process.env, 'TRANSCRIPTION_LOCAL_MODEL_DIR') ?? '' });
 
 /**
- * Media extractors: OCR (tesseract) and speech to text (ffmpeg + PocketSphinx, or an
+ * Media extractors: OCR (tesseract) and speech to text (ffmpeg + the local Moonshine engine, or an
  * OpenAI-compatible endpoint). Every input is generated here with offline tools from
  * scripts/runtime-packages.txt and scripts/dev-packages.txt (ffmpeg drawtext + fonts-dejavu-core for images, flite or espeak-ng for
  * speech); the OpenAI-compatible server listens on 127.0.0.1 only.
@@ -123,7 +121,6 @@ describe('media extractors', function () {
     let speechWav: string;
     before(async () => {
       speechWav = path.join(dir, 'speech.wav');
-      // flite's "slt" voice is recognised far better by PocketSphinx than espeak-ng's voices.
       try {
         await sh('flite', ['-voice', 'slt', '-t', SENTENCE, '-o', speechWav]);
       } catch {
@@ -142,12 +139,12 @@ describe('media extractors', function () {
     });
 
     for (const ext of ['wav', 'mp3', 'm4a', 'mp4', 'mov', 'avi']) {
-      it(`transcribes a .${ext} file locally (PocketSphinx)`, async () => {
+      it(`transcribes a .${ext} file locally (Moonshine)`, async () => {
         const before = await mediaTempDirs();
         const { text } = await extractMedia(path.join(dir, `speech.${ext}`), ext, { speech: local, ocrLanguages: null });
         console.log(`      [${ext}] transcript: ${JSON.stringify(text)}`);
         const hits = KEY_WORDS.filter((w) => text.toLowerCase().includes(w));
-        assert.ok(hits.length >= 2, `expected at least 2 of ${KEY_WORDS.join(', ')} in ${JSON.stringify(text)}`);
+        assert.deepEqual(hits, KEY_WORDS, `every one of ${KEY_WORDS.join(', ')} in ${JSON.stringify(text)}`);
         assert.deepEqual(await mediaTempDirs(), before, 'temp files are cleaned');
       });
     }
