@@ -113,6 +113,8 @@ export function createApp(deps: ApiDeps): express.Express {
   app.get('/metrics', metricsEndpoint(deps, metrics));
   const openapi = buildOpenApi(interfaces, serviceVersion, { anonymousLimited: deps.config.limits.anonymousRequestsPerMinute > 0 });
   app.get(['/openapi.json', '/api/openapi.json'], (_req, res) => void res.json(openapi));
+  // The served document, for the test suite's check of every answer against it (test/support/answer-check.ts).
+  app.locals.openapi = openapi;
 
   // Every /v2/audio answer carries its speech request id, refusals of the quota gate included.
   app.use('/v2/audio', speechRequestIds(deps));

@@ -20,7 +20,7 @@ import { closeAfterAnswer } from './request-limits.js';
  */
 export type ErrorStyle = 'detail' | 'messaging' | 'transcription' | 'speech' | 'dialog';
 
-const answersInvalidWith422: ReadonlySet<ErrorStyle> = new Set(['transcription', 'speech', 'dialog']);
+export const answersInvalidWith422: ReadonlySet<ErrorStyle> = new Set(['transcription', 'speech', 'dialog']);
 
 /** Invalid input: a 400 `bad_request` (validation), or an upload over its size limit (named by field). */
 const isInvalidInput = (err: AppError) => (err.status === 400 && err.code === 'bad_request') || (err.code === 'payload_too_large' && !!err.details?.fieldErrors);

@@ -1,6 +1,6 @@
 import type { RouteDefinition } from './route.js';
 import type { JsonSchema } from './validation.js';
-import type { ErrorStyle } from './errors.js';
+import { answersInvalidWith422, type ErrorStyle } from './errors.js';
 
 export interface ApiInterface {
   name: string;
@@ -66,6 +66,9 @@ function requestBodyOf(route: RouteDefinition) {
   return { required: !(route.body.type === 'form' && route.body.allowEmptyBody), content: { ...json, 'multipart/form-data': { schema }, 'application/x-www-form-urlencoded': { schema } } };
 }
 
+/** The body of an error a route declares without one: its interface's, or the validation body of a 422 in the /v2 job interfaces. */
+const errorStyleOf = (status: number, style: ErrorStyle): ErrorStyle | 'validation' => (status === 422 && answersInvalidWith422.has(style) ? 'validation' : style);
+
 const securityOf = (route: RouteDefinition) =>
   route.access === 'none' ? [] : route.access === 'quota' ? [{ QuotaKeyBearer: [] }, { QuotaKeyHeader: [] }] : [{ ApiKey: [] }];
 
@@ -99,7 +102,9 @@ export function buildOpenApi(interfaces: ApiInterface[], version: string, option
         const content = r.content ?? (r.schema ? Object.fromEntries(types.map((t) => [t, r.schema!])) : null);
         responses[status] = content
           ? { description: r.description, content: Object.fromEntries(Object.entries(content).map(([t, schema]) => [t, { schema }])) }
-          : { description: r.description };
+          : Number(status) >= 400
+            ? { description: r.description, content: { 'application/json': { schema: errorRef(errorStyleOf(Number(status), api.errorStyle ?? 'detail')) } } }
+            : { description: r.description };
       }
       (paths[route.path] ??= {})[route.method] = {
         tags: [api.name],

@@ -154,7 +154,7 @@ export function documentContentRoutes(deps: ApiDeps): RouteDefinition[] {
       method: 'get', path: '/api/documents/{partner}/{kb}/{doc_id}/download/{type}', access: 'partner', summary: 'Download a content version as a file',
       description: 'Original: the uploaded file with its media type and name. Other versions: `text/markdown`, named `<document name>.<type>.md`.',
       params: withType(contentVersions),
-      responses: { 200: { description: 'The file (Content-Disposition: attachment)', contentType: 'application/octet-stream', schema: { type: 'string', format: 'binary' } }, ...s.standardErrors },
+      responses: { 200: { description: 'The file (Content-Disposition: attachment): a version as `text/markdown`, the original with the media type it was uploaded with', contentType: ['text/markdown', '*/*'], schema: { type: 'string', format: 'binary' } }, ...s.standardErrors },
       handler: async ({ params, res }) => {
         await streamFile(res, await openDownload(contentDeps, params.partner, params.kb, params.doc_id, params.type));
         return undefined;

@@ -263,6 +263,28 @@ export const usageTotalsObject: JsonSchema = object({
   digitization_event_count: integer,
 });
 
+/** One call of a rewrite (lib/rewrite/usage.ts RewritePass); first-pass rows also split the prompt into overhead and source. */
+const rewritePass: JsonSchema = object(
+  {
+    pass: integer,
+    part: integer,
+    part_count: integer,
+    model_name: text,
+    fallback: boolean,
+    first_pass: boolean,
+    prompt_tokens: nullableInteger,
+    output_tokens: nullableInteger,
+    prompt_overhead_tokens: integer,
+    source_input_tokens: nullableInteger,
+    finish_reason: nullableText,
+    rejected: boolean,
+    rejection_reason: text,
+    cost_usd: nullableNumber,
+    operation_key: text,
+  },
+  { optional: ['prompt_overhead_tokens', 'source_input_tokens', 'rejection_reason'] },
+);
+
 export const documentObject: JsonSchema = object(
   {
     id: uuid,
@@ -286,7 +308,7 @@ export const documentObject: JsonSchema = object(
     rewrite_model: nullableText,
     input_file_tokens: nullableInteger,
     rewrite_input_tokens_total: nullableInteger,
-    rewrite_input_tokens_passes: { type: 'array', items: integer, description: 'Input tokens of each rewrite pass' },
+    rewrite_input_tokens_passes: arrayOf(rewritePass, 'Per-call breakdown of the latest rewrite (spec 2.5)'),
     rewrite_output_tokens: nullableInteger,
     rewrite_cost_usd: nullableNumber,
     rewrite_completed_at: nullableDateTime,
@@ -407,16 +429,21 @@ export const partnerDeletionQuery: JsonSchema = {
   },
 };
 
+/** What a deletion answers: `deleted` when it finished within a few seconds, else `delete_pending` with what is left. */
+const deletionMembers = {
+  status: { enum: ['deleted', 'delete_pending'] },
+  deletion_workflow_id: text,
+  pending_cleanup: object(
+    { documents: integer, active_processing_workflows: integer, channel_sources: integer, vectors: boolean, files: boolean },
+    { optional: ['documents', 'active_processing_workflows', 'channel_sources'] },
+  ),
+};
+
 export const deletionResult: JsonSchema = object(
   {
     id: { ...uuid, description: 'A document\'s deletion' },
-    name: { ...text, description: 'A folder\'s, knowledge base\'s or partner\'s deletion' },
-    status: { enum: ['deleted', 'delete_pending'] },
-    deletion_workflow_id: text,
-    pending_cleanup: object(
-      { documents: integer, active_processing_workflows: integer, channel_sources: integer, vectors: boolean, files: boolean },
-      { optional: ['documents', 'active_processing_workflows', 'channel_sources'] },
-    ),
+    name: { ...text, description: 'A folder\'s or knowledge base\'s deletion' },
+    ...deletionMembers,
   },
   { optional: ['id', 'name', 'deletion_workflow_id', 'pending_cleanup'] },
 );
@@ -465,15 +492,7 @@ export const contentTypesAnswer: JsonSchema = object({
 
 export const authMeAnswer: JsonSchema = object({ partner: { type: ['string', 'null'], description: 'null for the administrator key' }, isAdmin: boolean });
 
-export const partnerDeletionAnswer: JsonSchema = object(
-  {
-    status: { enum: ['deleted', 'delete_pending'] },
-    name: text,
-    deletion_workflow_id: text,
-    pending_cleanup: object({ vectors: boolean, files: boolean }),
-  },
-  { optional: ['deletion_workflow_id', 'pending_cleanup'] },
-);
+export const partnerDeletionAnswer: JsonSchema = object({ name: text, ...deletionMembers }, { optional: ['deletion_workflow_id', 'pending_cleanup'] });
 
 export const knowledgeBaseObject: JsonSchema = object(
   {

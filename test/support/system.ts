@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -13,6 +14,7 @@ import { systemEnv, testStack } from './stack.js';
 
 // Most tests take their polling helper from here, beside the system they poll.
 export { eventually } from './wait.js';
+import { checkingAnswers } from './answer-check.js';
 
 /** The API, in this process, on a free port, wired exactly as api/server.ts wires it. */
 export interface RunningApi {
@@ -28,7 +30,9 @@ export async function startApi(overrides: Record<string, string> = {}): Promise<
   const stopKeepingUploads = keepUploadFolder(uploadFolder(config.storageDir), services.log);
   const temporal = await connectTemporalClient(config.temporalAddress, config.temporalNamespace);
   const deps: ApiDeps = { ...services, temporal };
-  const server = createApp(deps).listen(0, '127.0.0.1');
+  const app = createApp(deps);
+  // Every answer is checked against the document the app serves (a mismatch fails the test).
+  const server = http.createServer(checkingAnswers(app, app.locals.openapi)).listen(0, '127.0.0.1');
   await new Promise((resolve) => server.once('listening', resolve));
   const { port } = server.address() as AddressInfo;
   return {
