@@ -7,7 +7,7 @@ import type { ApiDeps } from '../deps.js';
 import { presentedKey } from './api-key.js';
 
 /**
- * Prometheus metrics of the API process (README, "Operator guide", "Metrics"): every request is
+ * Prometheus metrics of the API process (docs/operations.md, "Metrics"): every request is
  * counted and timed under its route template, and GET /metrics answers the exposition to the
  * administrator key or METRICS_API_KEY.
  */

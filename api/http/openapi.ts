@@ -73,7 +73,7 @@ const securityOf = (route: RouteDefinition) =>
   route.access === 'none' ? [] : route.access === 'quota' ? [{ QuotaKeyBearer: [] }, { QuotaKeyHeader: [] }] : [{ ApiKey: [] }];
 
 /**
- * The answers every route may give besides its own (README, "Abuse resistance"): 429 when its
+ * The answers every route may give besides its own (docs/abuse-resistance.md): 429 when its
  * caller is over the rate limit (with Retry-After), and for a route with a body, 413 when the body
  * is over its size limit.
  */
@@ -82,7 +82,7 @@ function commonResponses(route: RouteDefinition, style: ErrorStyle, anonymousLim
   const json = (s: ErrorStyle | 'validation') => ({ 'application/json': { schema: errorRef(s) } });
   if (route.access !== 'none' || anonymousLimited) {
     out['429'] = {
-      description: 'Too many requests from this key (REQUESTS_PER_MINUTE_*; README, "Abuse resistance"); `Retry-After` says when to come back',
+      description: 'Too many requests from this key (REQUESTS_PER_MINUTE_*; docs/abuse-resistance.md); `Retry-After` says when to come back',
       headers: { 'Retry-After': { description: 'Seconds to wait', schema: { type: 'integer', minimum: 1 } } },
       content: json(style),
     };

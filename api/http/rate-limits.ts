@@ -10,9 +10,10 @@ import { errorBody, type ErrorStyle } from './errors.js';
 import type { RouteDefinition, RouteEnvironment } from './route.js';
 
 /**
- * Requests per key per minute on every interface (README, "Abuse resistance"), scheduled in
- * Postgres by `RequestRateLimiter` (lib/platform/rate-limit.ts) so that every API replica shares
- * one schedule per key. Who is counted:
+ * Requests per key per minute on every interface (docs/abuse-resistance.md,
+ * "Rate limits on every interface, per key"), scheduled in Postgres by `RequestRateLimiter`
+ * (lib/platform/rate-limit.ts) so that every API replica shares one schedule per key. Who is
+ * counted:
  * - a partner key: its partner (a regenerated key keeps the count);
  * - a messaging quota key (messaging, speech): the quota key;
  * - no key or an unknown key: the client's address, when REQUESTS_PER_MINUTE_ANONYMOUS is set;

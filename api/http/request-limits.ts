@@ -10,8 +10,9 @@ import { AppError } from '../../lib/platform/errors.js';
 import type { JsonSchema } from './validation.js';
 
 /**
- * Limits of a request body, enforced while it streams (README, "Abuse resistance"): nothing is read
- * into memory or written to disk beyond what the route can use.
+ * Limits of a request body, enforced while it streams (docs/abuse-resistance.md,
+ * "Request bodies are limited while they stream"): nothing is read into memory or written to disk
+ * beyond what the route can use.
  *
  * - A form's limits come from its JSON Schema: as many fields as it has properties (arrays count
  *   their `maxItems`) plus a few, so that an unknown field still meets the validation error that

@@ -61,7 +61,7 @@ export const partnerObject: JsonSchema = object({
 
 export const partnerWithKey: JsonSchema = object({ ...(partnerObject.properties as Record<string, JsonSchema>), api_key: { type: 'string', description: 'Shown once; only a hash is stored' } });
 
-/** OCR languages of scanned pages and images (README, "Digitization"): up to five, comma-separated. */
+/** OCR languages of scanned pages and images (docs/api/knowledge-bases.md, "OCR languages"): up to five, comma-separated. */
 const ocrLanguagesField: JsonSchema = {
   type: 'string',
   pattern: ocrLanguagesSetting.pattern,
@@ -194,7 +194,7 @@ const ragHit = {
   chunk_id: { type: 'string', description: 'Administrator only' },
 };
 
-/** Response of POST /api/rag-test/search (README, "Embedding and retrieval"). */
+/** Response of POST /api/rag-test/search (docs/api/retrieval.md, "POST /api/rag-test/search"). */
 export const ragSearchResponse: JsonSchema = {
   type: 'object',
   description:
@@ -401,7 +401,7 @@ export const emptyDocumentForm: JsonSchema = {
 export const renameForm: JsonSchema = { type: 'object', required: ['name'], additionalProperties: false, properties: { name: documentName } };
 export const typeForm: JsonSchema = { type: 'object', required: ['type'], additionalProperties: false, properties: { type: { type: 'string', enum: ['file', 'url'] } } };
 export const urlForm: JsonSchema = { type: 'object', required: ['url'], additionalProperties: false, properties: { url: { type: 'string', minLength: 1, maxLength: documentUrlMaxLength } } };
-/** Optional cursor pagination of the document listings (README, "Document listings"); without it the whole list. */
+/** Optional cursor pagination of the document listings (docs/api/knowledge-bases.md, "Document listings"); without it the whole list. */
 export const listingQuery: JsonSchema = {
   type: 'object',
   additionalProperties: false,
