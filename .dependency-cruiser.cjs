@@ -1,5 +1,5 @@
 /**
- * The layering of the code base, checked by scripts/test (README, "Layout"):
+ * The layering of the code base, checked by scripts/test (docs/architecture.md, "Layering"):
  *   api/        -> domain code (lib/**)
  *   activities/ -> domain code
  *   workflows/  -> workflow contracts (lib/contracts/) and the activities' types, nothing else

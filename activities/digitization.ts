@@ -250,13 +250,13 @@ export function createDigitizationActivities({ db, storage, config, videoTranscr
     },
 
     /**
-     * A whole digitization in one activity (README, "Ingestion throughput"): the new run's markers
-     * and request, the extraction (cached), the admission of the characters it adds under the
-     * workflow's `operationKey`, the accepted text, and with `finalizeOriginal` the final rewritten
-     * content as well. Every part is idempotent (the reservation and its settlement by the key, the
-     * markers by single-statement moves), so a retry after a crash at any point ends in the same
-     * state. A page for the scraping provider, or a KB budget that cannot hold the text, is handed
-     * back to the workflow, which waits and admits with its own loop.
+     * A whole digitization in one activity (docs/architecture.md, "Fewer steps per document"): the
+     * new run's markers and request, the extraction (cached), the admission of the characters it
+     * adds under the workflow's `operationKey`, the accepted text, and with `finalizeOriginal` the
+     * final rewritten content as well. Every part is idempotent (the reservation and its settlement
+     * by the key, the markers by single-statement moves), so a retry after a crash at any point
+     * ends in the same state. A page for the scraping provider, or a KB budget that cannot hold the
+     * text, is handed back to the workflow, which waits and admits with its own loop.
      */
     async digitizeDocument(input: DigitizeDocumentInput): Promise<DigitizeDocumentOutcome> {
       return heartbeating(async () => {

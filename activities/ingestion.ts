@@ -7,13 +7,13 @@ import type { EmbeddingActivities } from './embedding.js';
 
 /**
  * A new upload whose original text is its final content (use_original_as_rewritten) and whose
- * embedder is the local encoder: digitized and embedded in one activity (README, "Ingestion
- * throughput"). Neither step needs its own retry point there: both are idempotent (a retry finds
- * the digitization recorded and resumes the embedding at the last chunk its heartbeat reported),
- * and the local encoder costs nothing to repeat. One activity instead of two saves a workflow task,
- * an activity dispatch and their history events per document, and the document's chunks reach the
- * encoder's batcher as soon as its text is accepted instead of queueing behind every other
- * document's digitization.
+ * embedder is the local encoder: digitized and embedded in one activity (docs/architecture.md,
+ * "Digitized and embedded in one activity"). Neither step needs its own retry point there: both are
+ * idempotent (a retry finds the digitization recorded and resumes the embedding at the last chunk
+ * its heartbeat reported), and the local encoder costs nothing to repeat. One activity instead of
+ * two saves a workflow task, an activity dispatch and their history events per document, and the
+ * document's chunks reach the encoder's batcher as soon as its text is accepted instead of queueing
+ * behind every other document's digitization.
  *
  * An embedding that fails here is not retried here: the activity answers `embedded: false` and the
  * workflow runs the `embed` step on its own, with that step's retries and failure reporting.

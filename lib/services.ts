@@ -119,11 +119,11 @@ const anonymousReadings = new WeakMap<object, { at: number; checks: Promise<Depe
 const ANONYMOUS_READING_MS = 1000;
 
 /**
- * GET /health/deep (README, "Abuse resistance"). Without the administrator key it says only
- * whether each dependency answers (`{ok}`): no latency, no error text (an error can name hosts,
- * users, versions), and the reading is shared by concurrent callers and reused for a second, so
- * the endpoint cannot be used to hammer Postgres, Temporal and Weaviate. The administrator key gets
- * a fresh reading with `latency_ms` and the error (secrets removed).
+ * GET /health/deep (docs/abuse-resistance.md, "Health and secrets"). Without the administrator key
+ * it says only whether each dependency answers (`{ok}`): no latency, no error text (an error can
+ * name hosts, users, versions), and the reading is shared by concurrent callers and reused for a
+ * second, so the endpoint cannot be used to hammer Postgres, Temporal and Weaviate. The
+ * administrator key gets a fresh reading with `latency_ms` and the error (secrets removed).
  */
 export async function deepHealth(deps: HealthDeps, administrator: boolean) {
   let checks: DependencyChecks;

@@ -49,8 +49,8 @@ import { activityFailureMessage, outageWaitMs, serviceOutageOf } from '../lib/co
  * pause) or between two model calls of a rewrite once its history reaches `historyEventsLimit`
  * events, carrying what it has done (PipelineCarry), so a document can wait blocked or failed for
  * months and a rewrite may have any number of parts. Versioning: change this
- * code only behind `patched()` (README, "Workflow versioning"); test/workflows/replay.test.ts
- * replays recorded histories of every kind of run against it.
+ * code only behind `patched()` (docs/operations.md, "Workflow versioning");
+ * test/workflows/replay.test.ts replays recorded histories of every kind of run against it.
  */
 const quick = proxyActivities<Activities>({
   startToCloseTimeout: '2 minutes',
@@ -139,7 +139,8 @@ const isDocumentGone = (err: unknown) =>
 
 export async function documentPipeline(input: DocumentPipelineInput): Promise<DocumentPipelineProgress> {
   const carry = input.carry;
-  // Heavy steps hand a service outage back to be waited out here (README, "Workflow versioning").
+  // Heavy steps hand a service outage back to be waited out here (docs/operations.md,
+  // "Workflow versioning").
   const waitsOutOutages = patched('pipeline-waits-out-outages');
   const heavy = waitsOutOutages ? heavyWithOutageWindow : heavyBeforeOutageWindow;
   /** Since when the current step has found a service unavailable (workflow time, ms), and how many times. */
@@ -442,7 +443,7 @@ export async function documentPipeline(input: DocumentPipelineInput): Promise<Do
   });
 
   // A new run that starts by digitizing does it in one activity, which also records the run
-  // (README, "Workflow versioning": runs started before this code take the older path).
+  // (docs/operations.md, "Workflow versioning": runs started before this code take the older path).
   const inOneActivity = !carry && input.steps[0] === 'digitize' && patched('digitize-in-one-activity');
   /** The new run's markers and request are still to be recorded (by the one-activity digitization). */
   let runNotRecorded = inOneActivity;

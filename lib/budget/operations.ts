@@ -27,7 +27,7 @@ export async function listUncertainOperations(db: Db, knowledgeBaseId: string) {
   }));
 }
 
-/** Operator resolution of an uncertain operation (README, "Operator guide"). */
+/** Operator resolution of an uncertain operation (docs/operations.md, "Budget operations"). */
 export async function resolveOperation(db: Db, temporal: Client, knowledgeBaseId: string, req: ResolveOperationRequest): Promise<void> {
   const r = await db.budgetReservation.findUnique({ where: { operationKey: req.operation_key } });
   if (!r || r.knowledgeBaseId !== knowledgeBaseId || r.status !== 'uncertain') {

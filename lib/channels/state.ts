@@ -6,9 +6,10 @@ import type { ChannelSourceState, ChannelSourceStatus, ChannelStepResult } from 
 import { budgetBlockedMessage } from '../contracts/budget-admission.js';
 
 /**
- * The record of a channel source as its workflow moves it (README, "Video-channel sources"):
- * what it shows (status, last_error, next_sync_at) and where its scan stands. Postgres is the
- * record; the workflow reads it at every turn of its loop and the activities write it.
+ * The record of a channel source as its workflow moves it (docs/api/knowledge-bases.md,
+ * "Source and video statuses"): what it shows (status, last_error, next_sync_at) and where its scan
+ * stands. Postgres is the record; the workflow reads it at every turn of its loop and the
+ * activities write it.
  */
 export interface ChannelDeps {
   db: Db;

@@ -2,8 +2,8 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 
 /**
  * Custom search attributes, so that an operator can filter the Temporal Web UI by partner, KB,
- * document, pipeline status and budget blocks (README, "Operator guide"). They are registered on
- * the embedded dev server at start (scripts/stack.ts) and by the admin-tools job of
+ * document, pipeline status and budget blocks (docs/operations.md, "Search attributes"). They are
+ * registered on the embedded dev server at start (scripts/stack.ts) and by the admin-tools job of
  * docker-compose.temporal.yml. Imported by workflows, so only @temporalio/common here.
  */
 export const searchAttributes = {

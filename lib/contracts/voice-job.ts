@@ -46,7 +46,7 @@ export interface VoiceStepRef {
 /** Outcome of a step: done, or overtaken by a newer request / the voice's deletion (nothing written). */
 export type VoiceStepOutcome = 'done' | 'superseded' | 'gone';
 
-/** The output of a finished GPU job, as validated by the worker (README, "Voices": the job's output). */
+/** The output of a finished GPU job, as validated by the worker (docs/api/voices-transcription-speech-dialog.md, "Embedding with a GPU job service"). */
 export interface GpuEmbeddingOutput {
   embeddingUrl: string;
   sampleScores: Array<{ sampleIndex: number; score: number }>;

@@ -12,7 +12,8 @@ import { presentDocument } from './presenters.js';
  * number of queries whatever the document count: the page of documents (without the columns no
  * listing shows), their usage in one grouped query, the KB's folders once, and one aggregate
  * statement for the embedding counts. Listings are in creation order (then id); `limit` and `cursor`
- * page through them (README, "Document listings"); without them the whole list is answered.
+ * page through them (docs/api/knowledge-bases.md, "Document listings"); without them the whole list
+ * is answered.
  */
 export interface ListingPage {
   /** At most this many documents (1-1000); absent: all of them. */

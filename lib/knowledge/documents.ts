@@ -24,7 +24,7 @@ export interface CreateDocumentInput {
   model_tier: 'standard' | 'economy';
   use_original_as_rewritten: boolean;
   character_limit?: number;
-  /** OCR languages of scanned pages and images (README, "Digitization"). */
+  /** OCR languages of scanned pages and images (docs/api/knowledge-bases.md, "OCR languages"). */
   ocr_languages?: string;
 }
 
@@ -54,10 +54,11 @@ function stepsForNewUpload(input: Pick<CreateDocumentInput, 'use_original_as_rew
 }
 
 /**
- * max_documents (README, "API reference"): a trigger on `documents` adds every inserted document to
- * its partner's `documentCount` in the inserting statement and refuses the statement when the count
- * would pass the limit (migration document_count_and_listing_indexes). Racing creations cannot pass
- * it, and no creation counts the partner's documents.
+ * max_documents (docs/api/knowledge-bases.md, "How `max_documents` is enforced"): a trigger on
+ * `documents` adds every inserted document to its partner's `documentCount` in the inserting
+ * statement and refuses the statement when the count would pass the limit (migration
+ * document_count_and_listing_indexes). Racing creations cannot pass it, and no creation counts the
+ * partner's documents.
  */
 function quotaRefusal(err: unknown): AppError | null {
   for (let e: unknown = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
@@ -224,7 +225,7 @@ export interface BatchUploadInput extends Omit<CreateDocumentInput, 'type' | 'na
   names?: string | string[];
 }
 
-/** Spec 4.3 batch file upload: the limits this deployment applies (README, "API reference"). */
+/** Spec 4.3 batch file upload: the limits this deployment applies (docs/api/knowledge-bases.md, "Batch file upload"). */
 export const batchUploadLimits = { maxFiles: 100, maxTotalBytes: 1024 * 1024 * 1024 };
 
 type BatchOutcome = { status: 'success'; document_id: string } | { status: 'failed'; document_id: null; error: string; http_status: number };

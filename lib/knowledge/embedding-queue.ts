@@ -4,7 +4,7 @@ import { startDocumentPipeline } from './pipeline-runs.js';
 import { moveQueueMarkers } from './queue-markers.js';
 
 /**
- * Embedding status of documents and knowledge bases (README, "Embedding").
+ * Embedding status of documents and knowledge bases (docs/api/retrieval.md, "Status").
  *
  * Document embedding_status: null (no final rewritten content yet) → pending (final content saved,
  * embedding queued) → in_progress (the embed step runs) → success (all chunks written and

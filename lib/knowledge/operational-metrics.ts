@@ -15,7 +15,7 @@ import { reconcilerWorkflowType } from '../contracts/reconciler.js';
 import { documentCounts } from './queue-admin.js';
 
 /**
- * The gauges operators watch (README, "Operator guide", "Metrics"), computed when /metrics is
+ * The gauges operators watch (docs/operations.md, "Metrics"), computed when /metrics is
  * scraped: from Postgres (two grouped scans of the documents, one count of uncertain
  * reservations) and from Temporal's visibility (one count per workflow type, grouped by execution
  * status). Both readings are cached by lib/platform/metrics.ts.

@@ -376,7 +376,7 @@ const general = {
   },
 } as const satisfies Record<string, SettingSpec>;
 
-/** Messaging (README, "Messaging"). */
+/** Messaging (docs/api/messaging.md). */
 const messaging = {
   MESSAGING_DEFAULT_OUTPUT_TOKENS: { type: 'integer', min: 1, max: 10_000_000, default: '4096', readBy: ['api'], description: 'Output tokens held for a request without an output limit' },
   MESSAGING_SSE_KEEPALIVE_MS: { type: 'integer', min: 10, max: 3_600_000, default: '15000', readBy: ['api'], description: 'Quiet time before an SSE keep-alive comment' },
@@ -405,7 +405,7 @@ const messaging = {
   LEGACY_COMPLETION_RETENTION_SECONDS: { type: 'integer', min: 1, max: 30 * 86400, default: '1200', readBy: ['api', 'worker'], description: 'How long a finished legacy result can be read' },
 } as const satisfies Record<string, SettingSpec>;
 
-/** Transcription (README, "Transcription"). */
+/** Transcription (docs/api/voices-transcription-speech-dialog.md, "Transcription"). */
 const transcription = {
   TRANSCRIPTION_MODEL: {
     type: 'string', readBy: ['worker'], allowed: 'needs `TRANSCRIPTION_BASE_URL` or `OPENAI_BASE_URL`',
@@ -458,7 +458,7 @@ const transcription = {
   },
 } as const satisfies Record<string, SettingSpec>;
 
-/** Speech (README, "Speech"). */
+/** Speech (docs/api/voices-transcription-speech-dialog.md, "Speech"). */
 const speech = {
   SPEECH_MODEL: { type: 'string', readBy: ['api'], allowed: 'needs `SPEECH_BASE_URL` or `OPENAI_BASE_URL`', description: 'OpenAI-compatible speech model; unset: local engines only' },
   SPEECH_BASE_URL: { type: 'url', protocols: web, readBy: ['api'], defaultText: '`OPENAI_BASE_URL`', description: 'Where it is served' },

@@ -16,7 +16,7 @@ export interface Config {
   weaviateUrl: string;
   /** WEAVIATE_TIMEOUT_SECONDS: a Weaviate request unanswered this long counts as Weaviate unavailable. */
   weaviateTimeoutMs: number;
-  /** WEAVIATE_REPLICATION_FACTOR, WEAVIATE_WRITE_CONSISTENCY, WEAVIATE_READ_CONSISTENCY (README, deployment and scaling). */
+  /** WEAVIATE_REPLICATION_FACTOR, WEAVIATE_WRITE_CONSISTENCY, WEAVIATE_READ_CONSISTENCY (docs/deployment.md, "Production-like deployment and scaling"). */
   weaviateReplication: { factor: number; write: WeaviateConsistency; read: WeaviateConsistency };
   port: number;
   /**
@@ -53,9 +53,9 @@ export interface Config {
   transcription: TranscriptionSettings;
   /** Text to speech (/v2/audio/speech). */
   speech: SpeechSettings;
-  /** Dense embeddings (README, "Embedding and retrieval"): null model embeds locally. */
+  /** Dense embeddings (docs/api/retrieval.md): null model embeds locally. */
   embedding: EmbeddingSettings;
-  /** Fusion defaults and the optional re-ranker of retrieval (README, "Embedding and retrieval"). */
+  /** Fusion defaults and the optional re-ranker of retrieval (docs/api/retrieval.md, "Fusion", "Re-ranking"). */
   retrieval: RetrievalConfig;
   /**
    * Vendor sync's OpenAI-compatible vector-store API, and how long a sync waits out its outage
@@ -70,21 +70,21 @@ export interface Config {
   videoPlatformBaseUrl: string;
   /** The video platform's metadata API (YouTube Data API v3) that channel sources scan. */
   videoDataApi: VideoDataApiSettings;
-  /** Video-channel sources (README, "Video-channel sources"). */
+  /** Video-channel sources (docs/api/knowledge-bases.md, "Video-channel sources"). */
   channels: ChannelSettings;
   /** List prices per model, USD per million tokens; a model missing here is unpriced. */
   modelPrices: Record<string, ModelPrice>;
   digitization: DigitizationSettings;
   dialogAnalysis: DialogAnalysisSettings;
-  /** The voice interface, /api/voices (README, "Voices"). */
+  /** The voice interface, /api/voices (docs/api/voices-transcription-speech-dialog.md, "Voices"). */
   voices: VoiceSettings;
-  /** Prometheus metrics at /metrics (README, "Operator guide", "Metrics"). */
+  /** Prometheus metrics at /metrics (docs/operations.md, "Metrics"). */
   metrics: MetricsSettings;
-  /** Abuse resistance: request rates per key, request bodies, extraction and child-process bounds (README, "Abuse resistance"). */
+  /** Abuse resistance: request rates per key, request bodies, extraction and child-process bounds (docs/abuse-resistance.md). */
   limits: AbuseLimits;
 }
 
-/** An S3-compatible object store (README, "Configuration"). */
+/** An S3-compatible object store (docs/deployment.md, "File storage in an object store"). */
 export interface ObjectStoreSettings {
   /** STORAGE_URL as given, for messages. */
   url: string;
@@ -100,11 +100,11 @@ export interface ObjectStoreSettings {
   credentials: { accessKeyId: string; secretAccessKey: string; sessionToken?: string } | null;
 }
 
-/** The interfaces whose requests are rate-limited per key (README, "Abuse resistance"). */
+/** The interfaces whose requests are rate-limited per key (docs/abuse-resistance.md, "Rate limits on every interface, per key"). */
 export const rateLimitedInterfaces = ['knowledge-base', 'messaging', 'transcription', 'speech', 'dialog-analysis', 'voices'] as const;
 export type RateLimitedInterface = (typeof rateLimitedInterfaces)[number];
 
-/** Abuse resistance (README, "Abuse resistance"). */
+/** Abuse resistance (docs/abuse-resistance.md). */
 export interface AbuseLimits {
   /** Requests per key per rolling minute on each interface (0: no limit); the administrator key is not limited. */
   requestsPerMinute: Record<RateLimitedInterface, number>;
@@ -154,7 +154,7 @@ export interface MetricsSettings {
   closedWindowSeconds: number;
 }
 
-/** The voice interface (README, "Voices"). */
+/** The voice interface (docs/api/voices-transcription-speech-dialog.md, "Voices"). */
 export interface VoiceSettings {
   /** The GPU job service (RunPod serverless queue protocol) that embeds voices; null: the local voice print. */
   gpuJobs: { baseUrl: string; apiKey: string | null } | null;
@@ -176,7 +176,7 @@ export interface VoiceSettings {
   rateLimitPerMinute: number;
 }
 
-/** Digitization (README, "Digitization"). */
+/** Digitization (docs/api/knowledge-bases.md, "Digitization"). */
 export interface DigitizationSettings {
   /** Most PDF pages without a text layer that one document may have OCR'd. */
   pdfOcrMaxPages: number;
@@ -190,7 +190,7 @@ export interface DigitizationSettings {
   maxOutageSeconds: number;
 }
 
-/** Dialog analysis, /v2/dialog_analyses (README, "Dialog analysis"). */
+/** Dialog analysis, /v2/dialog_analyses (docs/api/voices-transcription-speech-dialog.md, "Dialog analysis"). */
 export interface DialogAnalysisSettings {
   /** Model at OPENAI_BASE_URL; without OPENAI_BASE_URL analyses fail at once, saying so. */
   model: string;
@@ -338,7 +338,7 @@ const defaultModelPrices: Record<string, ModelPrice> = {
   'gpt-5-nano': { input: 0.05, output: 0.4 },
 };
 
-/** Messaging interface (README, "Messaging"). */
+/** Messaging interface (docs/api/messaging.md). */
 export interface MessagingSettings {
   /** Output tokens held for a request that sets no output limit of its own. */
   defaultOutputTokenBound: number;
@@ -380,7 +380,7 @@ export interface EmbeddingSettings {
   maxOutageSeconds: number;
 }
 
-/** Retrieval (README, "Embedding and retrieval"). */
+/** Retrieval (docs/api/retrieval.md). */
 export interface RetrievalConfig {
   /** RETRIEVAL_FUSION: `score` (normalised scores) or `rrf` (reciprocal ranks). */
   fusion: SettingValue<'RETRIEVAL_FUSION'>;

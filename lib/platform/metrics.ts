@@ -2,7 +2,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { answeredWithin } from './deadline.js';
 
 /**
- * Prometheus metrics of one API process (README, "Operator guide", "Metrics"): the HTTP instruments,
+ * Prometheus metrics of one API process (docs/operations.md, "Metrics"): the HTTP instruments,
  * the process's own metrics, and gauges computed at scrape time from sources (Postgres, Temporal).
  *
  * A source is read at most once per `cacheSeconds` however many scrapes arrive (concurrent scrapes

@@ -164,7 +164,8 @@ interface KeySchedule {
  * would have been refused. Across replicas a key can pass its limit only by what other replicas
  * let through for it since this process's last answer, and by at most `unconfirmedShare` of the
  * burst per replica. Decided: a rate limit is a guard against overload, not an account, and this
- * takes its round trip off every request that is nowhere near its limit (README, "Abuse resistance").
+ * takes its round trip off every request that is nowhere near its limit (docs/abuse-resistance.md,
+ * "Requests well within their limit do not wait for the decision").
  *
  * A client that Postgres refused without booking it a turn (it asks again before its turn, or the
  * key's turns are booked a window ahead) is refused again by this process, without a round trip,

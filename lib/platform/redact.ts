@@ -1,7 +1,7 @@
 /**
- * Secrets never reach a log line or an error a client reads (README, "Abuse resistance"). Every log
- * line (lib/platform/logger.ts) and every configuration error passes through `redactSecrets`, which
- * removes
+ * Secrets never reach a log line or an error a client reads (docs/abuse-resistance.md,
+ * "Health and secrets"). Every log line (lib/platform/logger.ts) and every configuration error
+ * passes through `redactSecrets`, which removes
  * - the values this process was configured with that are secrets (keys, the database password),
  *   registered once at start-up (`registerConfigSecrets` of lib/services.ts);
  * - whatever has the shape of one: the password of a URL (`postgresql://user:secret@host`),

@@ -38,7 +38,8 @@ const UPLOAD_QUEUE = 2;
 const DEFAULT_COPY_PART_BYTES = 1024 * MiB;
 /**
  * At start an endpoint that does not answer is asked again for this long, so that a deploy whose
- * object store comes up a moment after the API and the workers still starts (README, "Configuration").
+ * object store comes up a moment after the API and the workers still starts (docs/deployment.md,
+ * "File storage in an object store").
  */
 const START_WAIT_MS = 15_000;
 /** A connection not made in this time, or a request idle this long, counts as the store unavailable. */

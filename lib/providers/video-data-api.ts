@@ -84,7 +84,7 @@ const rateReasons = new Set(['rateLimitExceeded', 'userRateLimitExceeded']);
 const credentialReasons = new Set(['keyInvalid', 'keyExpired', 'accessNotConfigured', 'forbidden', 'ipRefererBlocked', 'API_KEY_INVALID', 'API_KEY_SERVICE_BLOCKED', 'API_KEY_HTTP_REFERRER_BLOCKED', 'API_KEY_IP_ADDRESS_BLOCKED', 'SERVICE_DISABLED', 'CONSUMER_INVALID']);
 const goneReasons = new Set(['channelClosed', 'channelSuspended', 'accountClosed', 'accountSuspended']);
 
-/** Google's error body to a failure kind (README, "Video-channel sources": quota behaviour). */
+/** Google's error body to a failure kind (docs/api/knowledge-bases.md, "Quota and failures"). */
 export function classifyDataApiError(status: number, body: GoogleErrorBody | null): DataApiError {
   const err = body?.error;
   const message = err?.message || `the Data API answered HTTP ${status}`;

@@ -5,16 +5,16 @@ import type { ChunkRecord, VectorIndex } from '../providers/vector-index.js';
 import { chunkRecord, type DocumentIdentity, type PreparedDocument } from './indexing.js';
 
 /**
- * Embedding and index writes batched across documents (README, "Ingestion throughput"). Each
- * document's `embed` activity hands its chunks to its worker's batcher and waits; whenever the
- * encoder can take a batch, the batcher takes up to `batchChunks` chunks of the documents waiting,
- * in turns (a document with chunks left after a batch goes to the back of the queue, so documents
- * behind a large one wait for one batch of it, not for all of it), embeds them in one model call
- * and writes them in one Weaviate batch. While a batch runs, the next documents gather: batching costs
- * no waiting. Once a document's chunks are all written, `finish` removes what is left of an older
- * version (chunks beyond the new count, chunks in another profile's class) and waits until
- * Weaviate has indexed them, again for every document finishing at that moment in one request per
- * class and one wait.
+ * Embedding and index writes batched across documents (docs/architecture.md,
+ * "Embeddings batched across documents"). Each document's `embed` activity hands its chunks to its
+ * worker's batcher and waits; whenever the encoder can take a batch, the batcher takes up to
+ * `batchChunks` chunks of the documents waiting, in turns (a document with chunks left after a
+ * batch goes to the back of the queue, so documents behind a large one wait for one batch of it,
+ * not for all of it), embeds them in one model call and writes them in one Weaviate batch. While a
+ * batch runs, the next documents gather: batching costs no waiting. Once a document's chunks are
+ * all written, `finish` removes what is left of an older version (chunks beyond the new count,
+ * chunks in another profile's class) and waits until Weaviate has indexed them, again for every
+ * document finishing at that moment in one request per class and one wait.
  *
  * Exactly once: a chunk's object ID is derived from (document, chunk index), so a batch written
  * twice overwrites itself. A worker killed mid-batch takes the batch with it; each activity that

@@ -15,8 +15,9 @@ import { printVoiceSamples } from './sample-prints.js';
  * submit (once per embed generation: the job's id is recorded before it is awaited, so a worker
  * killed mid-embed resumes the same job), await (poll its status until COMPLETED, FAILED,
  * CANCELLED or TIMED_OUT; cancel it when the voice is deleted, re-embedded, or the job outlives
- * VOICE_JOB_TIMEOUT_SECONDS), store (download its artefact and test samples, commit). README
- * "Voices" documents the job's input and the output expected.
+ * VOICE_JOB_TIMEOUT_SECONDS), store (download its artefact and test samples, commit).
+ * docs/api/voices-transcription-speech-dialog.md ("Embedding with a GPU job service") documents the
+ * job's input and the output expected.
  */
 export const GPU_ENGINE = 'gpu-job';
 
@@ -31,7 +32,7 @@ function final(err: unknown, what: string): unknown {
   return err;
 }
 
-/** The job's input (README, "Voices": the GPU job's input). */
+/** The job's input (docs/api/voices-transcription-speech-dialog.md, "Embedding with a GPU job service"). */
 export function gpuJobInput(
   v: { id: string; name: string; workflowId: string; preferredSampleIndex: number | null },
   partnerName: string,

@@ -4,9 +4,9 @@ import { DEFAULT_TTS_TYPE } from './files.js';
 
 /**
  * Voices as the API shows them (spec 2.1): the list element and the detail object, plus a few
- * documented extensions (README, "Voices"): `id`, `workflow_id`, `has_original`, `sample_count`,
- * the errors of failed steps in `status`, the last split's settings, and how /v2/audio/speech
- * speaks the voice.
+ * documented extensions (docs/api/voices-transcription-speech-dialog.md, "The detail object"):
+ * `id`, `workflow_id`, `has_original`, `sample_count`, the errors of failed steps in `status`, the
+ * last split's settings, and how /v2/audio/speech speaks the voice.
  */
 export interface VoiceView {
   voice: Voice;
