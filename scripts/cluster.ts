@@ -29,7 +29,7 @@ export interface ClusterPorts {
   haproxyStats: number | null;
 }
 
-/** The fixed ports of `scripts/start --cluster` (README, deployment and scaling). */
+/** The fixed ports of `scripts/start --cluster` (docs/deployment.md, "Production-like deployment and scaling"). */
 export function defaultClusterPorts(apiPort = 3000): ClusterPorts {
   return {
     api: apiPort,

@@ -1,6 +1,7 @@
 /**
- * Builds the retrieval evaluation sets (README, "Benchmarks"; bench/retrieval-eval.ts) from public
- * text that Debian ships, on this machine, at run time (nothing of it is committed):
+ * Builds the retrieval evaluation sets (docs/benchmarks.md, "Retrieval quality";
+ * bench/retrieval-eval.ts) from public text that Debian ships, on this machine, at run time
+ * (nothing of it is committed):
  *
  * - `python-api` (known item, same author): the API entries of Python's library reference (Debian
  *   `python3-doc`, the reStructuredText sources under /usr/share/doc/python3.*\/html/_sources/library).

@@ -349,10 +349,11 @@ async function launchTemporal(o: TemporalOptions): Promise<ManagedProcess> {
  * search attribute may be given (Keyword01-10, Int01-03, ...), each kept up to date on every
  * workflow start and every search attribute upsert. Its insert was 31 % of the server's CPU per
  * workflow start (perf, 3,000 starts). Kept: the default order and the built-in filters the
- * README's operator queries use (WorkflowId, WorkflowType, ExecutionStatus), and one index per
- * custom search attribute of ours, on the column the server gave it (the namespace's aliases).
- * Any other filter still answers, from a scan instead of an index. Server CPU per workflow start
- * 3.2 -> 2.4 ms, starts a second ~350 -> ~515 (3,000 starts from 32 callers, interleaved runs).
+ * operator queries of docs/operations.md use (WorkflowId, WorkflowType, ExecutionStatus), and one
+ * index per custom search attribute of ours, on the column the server gave it (the namespace's
+ * aliases). Any other filter still answers, from a scan instead of an index. Server CPU per
+ * workflow start 3.2 -> 2.4 ms, starts a second ~350 -> ~515 (3,000 starts from 32 callers,
+ * interleaved runs).
  */
 const keptBuiltInVisibilityIndexes = new Set(['default_idx', 'by_workflow_id', 'by_workflow_type', 'by_status']);
 const visibilityOrder = `(COALESCE(close_time, '9999-12-31 23:59:59+00:00')) DESC, start_time DESC, run_id`;

@@ -8,7 +8,7 @@ import { binaries } from './stack.js';
  * system's Temporal. The CLI reads TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE itself (a `--address`
  * or `--namespace` flag wins over them); this sets both to what the services use
  * (lib/platform/config.ts: 127.0.0.1:7233 and `default` unless set), so every operator command of
- * the README works as written. Its exit status is the CLI's.
+ * docs/operations.md works as written. Its exit status is the CLI's.
  */
 const args = process.argv.slice(2);
 if (!fs.existsSync(binaries.temporal)) {
