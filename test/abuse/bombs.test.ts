@@ -15,11 +15,11 @@ import { processRunning } from '../support/tool-path.js';
 import { docxBomb, entityBombXlsx, epubBomb, hugePagePdf, manyEntriesXlsx, pdfBomb, xlsxBomb } from '../support/bombs.js';
 
 /**
- * Bounded work (README, "Abuse resistance"): files built to make the worker do unbounded work
- * (gigabytes from a few megabytes, tens of thousands of parts, a render of absurd size, a header
- * claiming years of audio) fail their document with a processing_error that says what happened,
- * and the worker goes on with the next document. The bombs are real: built in the test, they
- * inflate to what they claim.
+ * Bounded work (docs/abuse-resistance.md, "Bounded work in the worker"): files built to make the
+ * worker do unbounded work (gigabytes from a few megabytes, tens of thousands of parts, a render of
+ * absurd size, a header claiming years of audio) fail their document with a processing_error that
+ * says what happened, and the worker goes on with the next document. The bombs are real: built in
+ * the test, they inflate to what they claim.
  */
 
 /** An MP3 of one second whose Info header claims 2^31 - 1 frames: almost five years of audio. */

@@ -13,8 +13,8 @@ import { startOpenAiUpstream, type OpenAiUpstream } from '../support/openai-upst
 import { sample, type Schema } from '../support/schema-sampler.js';
 
 /**
- * Every route of the served /openapi.json, driven from the document alone (README, "Abuse
- * resistance"):
+ * Every route of the served /openapi.json, driven from the document alone
+ * (docs/abuse-resistance.md, "Fuzzing and the auth matrix from the served OpenAPI document"):
  * - the auth matrix: each operation under every key kind (none, a bad key, another partner's, the
  *   partner's own, the administrator's, a messaging quota key), its expected answer generated
  *   from the operation's `x-access`; a new route is covered the moment it is served, and a route

@@ -7,9 +7,10 @@ import { testStack } from '../support/stack.js';
 import { KeyPacer, KeySlots } from '../../api/http/rate-limits.js';
 
 /**
- * Rate limits on every interface (README, "Abuse resistance"): per key, counted in Postgres so that
- * every API process shares the count, answered with 429 in each spec's error shape and a
- * Retry-After, and the administrator key is not limited. A refused request changes nothing.
+ * Rate limits on every interface (docs/abuse-resistance.md,
+ * "Rate limits on every interface, per key"): per key, counted in Postgres so that every API
+ * process shares the count, answered with 429 in each spec's error shape and a Retry-After, and the
+ * administrator key is not limited. A refused request changes nothing.
  */
 const LIMIT = 3;
 const limits = {
@@ -121,8 +122,10 @@ describe('rate limits on every interface', function () {
         assert.notEqual((await c.request(http, key)).status, 429);
         assert.notEqual((await c.request(http2, key)).status, 429);
         assert.notEqual((await c.request(http, key)).status, 429);
-        // A request well within its limit goes on before Postgres has decided it (README, "Abuse
-        // resistance"): once the three are in the key's schedule, whichever process decided them,
+        // A request well within its limit goes on before Postgres has decided it
+        // (docs/abuse-resistance.md,
+        // "Requests well within their limit do not wait for the decision"): once the three are in
+        // the key's schedule, whichever process decided them,
         await eventually('the three requests counted in Postgres', async () => [...(await countsByKey())].some(([k, n]) => !before.has(k) && n === LIMIT));
         // the fourth is over the limit on either process, the one that has not refused it yet too.
         assertLimited(await c.request(http2, key), c.shape);

@@ -10,9 +10,10 @@ import { testStack } from '../support/stack.js';
 import { documentFiles } from '../../lib/platform/storage.js';
 
 /**
- * Request limits enforced while the body streams (README, "Abuse resistance"): fields (count and
- * size), files (count and size) and the whole body, answered with a clear 413 or 400 in the
- * interface's error shape, with nothing stored: no row, and nothing left in the upload directory.
+ * Request limits enforced while the body streams (docs/abuse-resistance.md,
+ * "Request bodies are limited while they stream"): fields (count and size), files (count and size)
+ * and the whole body, answered with a clear 413 or 400 in the interface's error shape, with nothing
+ * stored: no row, and nothing left in the upload directory.
  */
 const MIB = 1024 * 1024;
 

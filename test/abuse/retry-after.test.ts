@@ -14,7 +14,8 @@ import { newQuotaKey } from '../messaging/support.js';
  * a booked turn is kept for the client (the address) it was promised to.
  *
  * The limits are 60 a minute: one request a second after the burst (60 for the creation limits,
- * 10 for the per-key request limit, whose minute is counted in sixths, README "Abuse resistance").
+ * 10 for the per-key request limit, whose minute is counted in sixths, docs/abuse-resistance.md,
+ * "How each limit counts").
  */
 const RUN_MS = 14_000;
 

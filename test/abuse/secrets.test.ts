@@ -7,10 +7,11 @@ import { systemEnv, testStack } from '../support/stack.js';
 import { client, eventually, startWorker } from '../support/system.js';
 
 /**
- * No secret in any log line (README, "Abuse resistance"): the API and worker processes run with a
- * database URL that carries a password and with distinctive keys, are made to log start-up,
- * requests, refusals and failures (a dependency down, a database that cannot be reached), and not
- * one line they print holds a secret. /health/deep tells an anonymous caller only ok / not ok.
+ * No secret in any log line (docs/abuse-resistance.md, "Health and secrets"): the API and worker
+ * processes run with a database URL that carries a password and with distinctive keys, are made to
+ * log start-up, requests, refusals and failures (a dependency down, a database that cannot be
+ * reached), and not one line they print holds a secret. /health/deep tells an anonymous caller only
+ * ok / not ok.
  */
 const password = 'Pg-Pass-7f3a9c21e';
 const adminKey = 'admin-key-b64e2d9f0a17c3';

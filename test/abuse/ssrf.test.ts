@@ -10,9 +10,10 @@ import type { ChannelDeps } from '../../lib/channels/state.js';
 
 /**
  * SSRF checks on every URL that leaves the service on a user's behalf, and bounded answers
- * (README, "Abuse resistance"). The direct fetcher (URL documents, `audio_url`) has its own tests
- * (test/unit/web-fetch.test.ts, test/transcription/audio-url.test.ts); here: the scraping provider,
- * which used to receive any URL, the channel pages, and answers larger than their bound.
+ * (docs/abuse-resistance.md, "URLs that leave the service on a user's behalf"). The direct fetcher
+ * (URL documents, `audio_url`) has its own tests (test/unit/web-fetch.test.ts,
+ * test/transcription/audio-url.test.ts); here: the scraping provider, which used to receive any
+ * URL, the channel pages, and answers larger than their bound.
  */
 async function server(handler: http.RequestListener): Promise<{ url: string; close(): Promise<void>; hits: string[] }> {
   const hits: string[] = [];

@@ -14,7 +14,7 @@ import { freePort } from '../../scripts/stack.js';
 import { reserve, settle } from '../../lib/budget/ledger.js';
 
 /**
- * Prometheus metrics at /metrics (README, "Operator guide", "Metrics"): who may read them, requests
+ * Prometheus metrics at /metrics (docs/operations.md, "Metrics"): who may read them, requests
  * counted under their route template, and the gauges from Postgres and Temporal following what
  * happens to documents, budget operations and workflows.
  */

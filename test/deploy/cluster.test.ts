@@ -29,7 +29,7 @@ describe('the cluster profile: Temporal server on PostgreSQL, replicated Weaviat
   let cluster: Cluster;
   let http: ReturnType<typeof client>;
   const databases = () => [`${testStack().databaseUrl}_cluster`, `${testStack().databaseUrl}_cluster_temporal`, `${testStack().databaseUrl}_cluster_temporal_visibility`];
-  /** The exact operator commands of the README, with the Temporal CLI, against the cluster's server. */
+  /** The exact operator commands of docs/operations.md, with the Temporal CLI, against the cluster's server. */
   const temporalCli = (...args: string[]) => run(binaries.temporal, [...args, '--address', cluster.temporalAddress]);
 
   before(async function () {

@@ -11,7 +11,7 @@ import { searchAttributes } from '../../lib/contracts/search-attributes.js';
 import { callOf, create, dialogInput, forDialog, json, newToken, uuidOf, validAnswer, waitForState } from './support.js';
 
 const run = promisify(execFile);
-/** The operator commands the README documents, run with the Temporal CLI against the test server. */
+/** The operator commands docs/operations.md documents, run with the Temporal CLI against the test server. */
 const temporalCli = (...args: string[]) => run(binaries.temporal, [...args, '--address', testStack().temporalAddress]);
 
 /** Workers that die mid-call, and workers without a model: nothing of an accepted analysis is lost. */

@@ -14,7 +14,7 @@ import { documentWorkflowId } from '../../lib/contracts/document-pipeline.js';
 import { isWorkflowRunning } from '../../lib/platform/temporal.js';
 
 const run = promisify(execFile);
-/** The exact operator commands the README documents, run with the Temporal CLI against the test server. */
+/** The exact operator commands docs/operations.md documents, run with the Temporal CLI against the test server. */
 const temporalCli = (...args: string[]) => run(binaries.temporal, [...args, '--address', testStack().temporalAddress]);
 
 /**

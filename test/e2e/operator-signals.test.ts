@@ -11,7 +11,7 @@ import { pdf } from '../support/samples.js';
 
 const run = promisify(execFile);
 
-/** The exact operator commands the README documents, run with the Temporal CLI against the test server. */
+/** The exact operator commands docs/operations.md documents, run with the Temporal CLI against the test server. */
 const temporalCli = (...args: string[]) => run(binaries.temporal, [...args, '--address', testStack().temporalAddress]);
 
 describe('operator signals: retry, pause and resume from the Temporal CLI', function () {

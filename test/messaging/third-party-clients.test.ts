@@ -111,7 +111,8 @@ describe('messaging v3: third-party OpenAI clients (Vercel AI SDK, LangChain)', 
   describe('Vercel AI SDK', () => {
     /**
      * The AI SDK's chat model takes `metadata` as OpenAI documents it (string values of at most
-     * 512 characters), so a character goes in through a `fetch` that adds it to the body (README).
+     * 512 characters), so a character goes in through a `fetch` that adds it to the body
+     * (docs/api/messaging.md, "Other clients").
      */
     const withService =
       (extra: unknown): typeof fetch =>
@@ -169,7 +170,7 @@ describe('messaging v3: third-party OpenAI clients (Vercel AI SDK, LangChain)', 
           assertUsage(await result.usage, kind, variant);
           // Streamed, the knowledge search's two status items arrive as reasoning parts of their
           // own but without their text: the AI SDK reads it from summary delta events, which spec
-          // section 4's order does not have for them (README).
+          // section 4's order does not have for them (docs/api/messaging.md, "Other clients").
           assertReasoningText((await result.reasoningText) ?? '', kind, variant, false);
           assert.equal(reasoningItems.filter((id) => id.startsWith('rs_service_')).length, kind === 'responses' && variant.knowledge ? 2 : 0);
           assertProviderGot(kind, variant);
@@ -243,7 +244,8 @@ describe('messaging v3: third-party OpenAI clients (Vercel AI SDK, LangChain)', 
           assert.equal(merged.text, answer);
           assertUsage(merged, kind, variant);
           assertReasoningText(reasoningOf(merged), kind, variant, true);
-          // Streamed, the sources are only in the final answer LangChain keeps (README).
+          // Streamed, the sources are only in the final answer LangChain keeps
+          // (docs/api/messaging.md, "Other clients").
           assert.deepEqual(sourceNames(merged.response_metadata.output), expectedSources(kind, variant));
           assertProviderGot(kind, variant);
         });

@@ -139,7 +139,8 @@ describe('speech: errors, keys, quota and the remote model', function () {
     idOf(res);
     assert.deepEqual(Object.keys(res.body), ['voices']);
     const all = ['en', 'es', 'fr', 'de', 'it', 'pt', 'pl', 'ru', 'nl', 'ar', 'zh-cn', 'ja', 'ko', 'hi', 'he'];
-    // The built-in voices of the README's table, nothing else (no remote model, a key without a partner).
+    // The built-in voices of the table in docs/api/voices-transcription-speech-dialog.md
+    // ("Built-in voices"), nothing else (no remote model, a key without a partner).
     const listed = (res.body.voices as Array<Record<string, unknown>>).map(({ description, ...v }) => {
       assert.equal(typeof description, 'string');
       assert.deepEqual([...(v.languages as string[])].sort(), [...all].sort(), `${String(v.name)} speaks every language`);

@@ -12,13 +12,13 @@ import { binaries } from '../../scripts/stack.js';
 import { transcriptProgressQuery, transcriptWorkflowId } from '../../lib/contracts/transcript.js';
 
 const run = promisify(execFile);
-/** The operator commands of the README, run with the Temporal CLI against the test server. */
+/** The operator commands of docs/operations.md ("Transcripts"), run with the Temporal CLI against the test server. */
 const temporalCli = (...args: string[]) => run(binaries.temporal, [...args, '--address', testStack().temporalAddress]);
 
 
 /**
  * A transcript survives a worker killed in the middle of it (the finished segments are not done
- * again), and the operator commands of the README work: cancel, progress query, and the
+ * again), and the operator commands of docs/operations.md work: cancel, progress query, and the
  * retention period after which the transcript is gone.
  */
 describe('transcription: a killed worker, operator commands, retention', function () {

@@ -12,7 +12,7 @@ import { voiceJobProgressQuery } from '../../lib/contracts/voice-job.js';
 import { createVoice, download, libraryPassage, probeBytes, recording, settled, voicePath } from './support.js';
 
 const run = promisify(execFile);
-/** The operator commands of the README, run with the Temporal CLI against the test server. */
+/** The operator commands of docs/operations.md ("Voice jobs"), run with the Temporal CLI against the test server. */
 const temporalCli = (...args: string[]) => run(binaries.temporal, [...args, '--address', testStack().temporalAddress]);
 
 /**

@@ -6,11 +6,11 @@ import { testStack } from '../support/stack.js';
 import { historiesDir, readHistory } from './histories.js';
 
 /**
- * Workflow versioning (README, "Workflow versioning"): histories recorded from the real server by
- * earlier code (`npm run record:histories`, test/workflows/histories/<type>.<path>.json) must replay
- * with the current code of the worker bundle. A change that would break runs still open after a
- * deploy — days-long budget blocks, failed steps waiting for `retry`, channel sources — fails here
- * until it is made behind `patched()`.
+ * Workflow versioning (docs/operations.md, "Workflow versioning"): histories recorded from the real
+ * server by earlier code (`npm run record:histories`, test/workflows/histories/<type>.<path>.json)
+ * must replay with the current code of the worker bundle. A change that would break runs still open
+ * after a deploy — days-long budget blocks, failed steps waiting for `retry`, channel sources —
+ * fails here until it is made behind `patched()`.
  */
 const files = fs.readdirSync(historiesDir).filter((f) => f.endsWith('.json')).sort();
 const typeOf = (file: string) => file.split('.')[0]!;
