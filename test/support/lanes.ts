@@ -52,14 +52,15 @@ export const lanes: readonly Lane[] = [
       'test/deploy/temporal-visibility.test.ts',
     ],
   },
-  // The two halves of the tests that need every server, each with a stack of its own.
+  // The two halves of the tests that need every server, each with a stack of its own, split by
+  // their time (the "slowest" lines of scripts/test): the HTTP interfaces, and the pipelines.
   {
-    name: 'voice',
+    name: 'interfaces',
     needs: 'servers',
-    paths: ['test/transcription/', 'test/speech/', 'test/voices/', 'test/dialog-analysis/', 'test/messaging/', 'test/abuse/'],
+    paths: ['test/api/', 'test/abuse/', 'test/messaging/', 'test/speech/', 'test/transcription/', 'test/voices/', 'test/dialog-analysis/'],
   },
   {
-    name: 'knowledge',
+    name: 'pipelines',
     needs: 'servers',
     paths: ['test/'],
   },
