@@ -206,10 +206,29 @@ export function roomForeseen(db: Db, quotaKeyId: string, tokens: number, maxAgeM
   return !!room && performance.now() - room.at <= maxAgeMs && room.remaining - room.asking >= tokens;
 }
 
+/**
+ * Settlements this process has sent and not heard back from, per key. A hold on the key waits for
+ * them, so that a client's next request is decided on what its last one used: the answer goes out
+ * before its settlement lands, and the client may be quicker than the settlement's commit.
+ */
+const settlingOf = new WeakMap<Db, Map<string, Promise<unknown>>>();
+
+function trackSettlement(db: Db, quotaKeyId: string, settlement: Promise<unknown>): void {
+  let settling = settlingOf.get(db);
+  if (!settling) settlingOf.set(db, (settling = new Map()));
+  const earlier = settling.get(quotaKeyId);
+  const all: Promise<unknown> = Promise.allSettled(earlier ? [earlier, settlement] : [settlement]).then(() => {
+    if (settling.get(quotaKeyId) === all) settling.delete(quotaKeyId);
+  });
+  settling.set(quotaKeyId, all);
+}
+
 export async function reserveQuota(
   db: Db,
   req: { quotaKeyId: string; operationKey: string; endpoint: string; tokens: number; holdMs: number },
 ): Promise<QuotaHold> {
+  const settling = settlingOf.get(db)?.get(req.quotaKeyId);
+  if (settling) await settling;
   const tokens = Math.max(1, Math.ceil(req.tokens));
   // One round trip (shared with the holds that arrive meanwhile): the function locks the key's
   // row, sums its live holds and inserts this one.
@@ -267,7 +286,7 @@ async function exhausted(db: Db, quotaKeyId: string, tokens: number, amount: big
 export async function settleQuota(db: Db, hold: QuotaHold | { operationKey: string }, usedTokens: number | null): Promise<'settled' | 'already_resolved'> {
   const used = usedTokens == null ? null : Math.max(0, Math.trunc(usedTokens));
   const full = 'quotaKeyId' in hold ? hold : null;
-  return batchers(db).settle.submit('settle', {
+  const settlement = batchers(db).settle.submit('settle', {
     operation_key: hold.operationKey,
     used,
     quota_key_id: full?.quotaKeyId ?? null,
@@ -275,6 +294,8 @@ export async function settleQuota(db: Db, hold: QuotaHold | { operationKey: stri
     endpoint: full?.endpoint ?? null,
     ...(full?.escrow ? { escrow: full.escrow } : {}),
   });
+  if (full) trackSettlement(db, full.quotaKeyId, settlement);
+  return settlement;
 }
 
 /** Drops a hold the model never used; one drawn from an escrow slice goes back to the key. */
