@@ -8,7 +8,7 @@ import { chatCompletions } from '../../lib/messaging/chat-completions.js';
 import { responses } from '../../lib/messaging/responses.js';
 import { UpstreamError, type ChatCompletionBody, type ResponsesBody } from '../../lib/messaging/upstream.js';
 import { readLegacyCompletion, requestLegacyCompletion, type LegacyInput } from '../../lib/messaging/legacy.js';
-import { chatCompletionBody, legacyCompletionBody, legacyIdParams, messagingErrors, modelParams, responsesBody } from './schemas.js';
+import { chatCompletionBody, legacyCompletionBody, legacyIdParams, messagingAnswers, messagingErrors, modelParams, responsesBody } from './schemas.js';
 import { listModels, readModel } from '../../lib/messaging/models.js';
 import { clientGone, HttpAnswer } from './http-answer.js';
 import { serviceVersion } from '../../lib/platform/version.js';
@@ -56,47 +56,47 @@ export function messagingRoutes(deps: ApiDeps): RouteDefinition[] {
     defineRoute({
       method: 'get', path: '/health', access: 'none', summary: 'Process is up',
       description: 'Answers without touching any dependency: `{status: "ok", uptime_seconds, version}`.',
-      responses: { 200: { description: 'Up' } },
+      responses: { 200: { description: 'Up', schema: messagingAnswers.health } },
       handler: async () => ({ body: { status: 'ok', uptime_seconds: Math.round((Date.now() - startedAt) / 1000), version: serviceVersion } }),
     }),
     defineRoute({
       method: 'get', path: '/health/deep', access: 'none', summary: 'Postgres, Temporal, Weaviate and the file storage reachable',
       description: '200 `{status: "ok", checks: {postgres, temporal, weaviate}}` when every check passes; 503 with the same body and `status: "degraded"` otherwise. Each check is `{ok}`; with the administrator key (X-API-Key or Bearer) `{ok, latency_ms, error?}`.',
-      responses: { 200: { description: 'All dependencies reachable' }, 503: { description: 'At least one dependency unreachable' } },
+      responses: { 200: { description: 'All dependencies reachable', schema: messagingAnswers.deepHealth }, 503: { description: 'At least one dependency unreachable', schema: messagingAnswers.deepHealth } },
       handler: async ({ req }) => deepHealth(deps, presentsAdministratorKey(req, deps.config.adminApiKey)),
     }),
     defineRoute<unknown, unknown, ChatCompletionBody>({
       method: 'post', path: '/v3/chat/completions', access: 'quota', summary: 'OpenAI-compatible chat completion (quota key)',
       description: `${quotaKeyAuth} Needs quota type \`chat\` or \`any\`. \`stream: true\` answers server-sent events (\`data: <chunk>\`, then \`data: [DONE]\`). The character of \`metadata.service\` becomes a system message (with knowledge context when it names a knowledge base); chat completions never carry visibility items.`,
       body: { type: 'json', schema: chatCompletionBody },
-      responses: { 200: { description: 'A chat.completion object, or an SSE stream of chat.completion.chunk' }, ...messagingErrors },
+      responses: { 200: { description: 'A chat.completion object, or an SSE stream of chat.completion.chunk', content: messagingAnswers.chatCompletion }, ...messagingErrors },
       handler: (input) => generate(input, deps, chatCompletions),
     }),
     defineRoute<unknown, unknown, ResponsesBody>({
       method: 'post', path: '/v3/responses', access: 'quota', summary: 'OpenAI-compatible responses (quota key), with knowledge visibility items',
       description: `${quotaKeyAuth} Needs quota type \`responses\` or \`any\`. For a knowledge-enabled character the output starts with the visibility items of spec 2.4 (\`rs_service_\`, \`fs_service_\`); streamed, the events follow spec section 4.`,
       body: { type: 'json', schema: responsesBody },
-      responses: { 200: { description: 'A response object, or an SSE stream of response events' }, ...messagingErrors },
+      responses: { 200: { description: 'A response object, or an SSE stream of response events', content: messagingAnswers.response }, ...messagingErrors },
       handler: (input) => generate(input, deps, responses),
     }),
     defineRoute({
       method: 'get', path: '/v3/models', access: 'quota', summary: "The model provider's model list (quota key)",
       description: `${quotaKeyAuth} Needs quota type \`chat\`, \`responses\` or \`any\`. The provider's \`GET /models\` answer as it sent it (\`{object: "list", data: [{id, object, created, owned_by}]}\`), kept by each API process for 60 s; the official SDK's \`models.list()\`. Costs no quota.`,
-      responses: { 200: { description: 'The model list' }, ...messagingErrors },
+      responses: { 200: { description: 'The model list', schema: messagingAnswers.modelList }, ...messagingErrors },
       handler: (input) => relay(input, (signal) => listModels(deps, signal)),
     }),
     defineRoute<{ model: string }>({
       method: 'get', path: '/v3/models/{model}', access: 'quota', summary: 'One model of the provider (quota key)',
       description: `${quotaKeyAuth} Needs quota type \`chat\`, \`responses\` or \`any\`. The provider's \`GET /models/{model}\` answer; an unknown model is the provider's 404, with its OpenAI error in \`error\`. Costs no quota.`,
       params: modelParams,
-      responses: { 200: { description: 'The model' }, ...messagingErrors },
+      responses: { 200: { description: 'The model', schema: messagingAnswers.model }, ...messagingErrors },
       handler: (input) => relay(input, (signal) => readModel(deps, input.params.model, signal)),
     }),
     defineRoute<unknown, unknown, { input: LegacyInput }>({
       method: 'post', path: '/v2/completions', access: 'quota', deprecated: true, summary: 'Legacy completion (deprecated: use /v3)',
       description: `Deprecated: do not use for new projects; /v3 is the OpenAI-compatible interface. ${quotaKeyAuth} Needs quota type \`legacy\` or \`any\`. Answers \`{id: "/v2/completions/<id>", state: "in-progress"}\`; the completion runs as the workflow \`legacy-completion-<id>\`.`,
       body: { type: 'json', schema: legacyCompletionBody },
-      responses: { 200: { description: '`{id, state}`' }, ...messagingErrors, 501: { description: '`audio_files` are not supported: send the transcribed text as a user message' } },
+      responses: { 200: { description: '`{id, state}`', schema: messagingAnswers.legacyRequested }, ...messagingErrors, 501: { description: '`audio_files` are not supported: send the transcribed text as a user message' } },
       handler: async ({ body, res }) => ({ body: await requestLegacyCompletion(deps, res.locals.quotaKey, body.input) }),
     }),
     legacyPollRoute('/v2/completions/{id}', 'Poll a legacy completion (deprecated)'),
@@ -109,7 +109,7 @@ export function messagingRoutes(deps: ApiDeps): RouteDefinition[] {
       method: 'get', path, access: 'quota', deprecated: true, summary,
       description: `Deprecated. ${quotaKeyAuth} \`{id, state, output, created_at, expires_at}\` (\`error\` too when failed). Finished results are kept for LEGACY_COMPLETION_RETENTION_SECONDS (20 minutes); afterwards, and for ids of other keys, 404.`,
       params: legacyIdParams,
-      responses: { 200: { description: 'The completion' }, 404: { description: 'Unknown or expired' } },
+      responses: { 200: { description: 'The completion', schema: messagingAnswers.legacyCompletion }, 404: { description: 'Unknown or expired' } },
       handler: async ({ params, res }) => ({ body: await readLegacyCompletion(deps, res.locals.quotaKey, params.id) }),
     });
   }
