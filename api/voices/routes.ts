@@ -12,6 +12,8 @@ import {
 } from '../../lib/voices/samples.js';
 import { presentVoice, type VoiceView } from '../../lib/voices/presenters.js';
 import type { UploadedFile } from '../../lib/digitization/uploads.js';
+import { sampleContentType } from '../../lib/voices/files.js';
+import { gpuSampleContentTypes } from '../../lib/voices/gpu-embedding.js';
 import * as s from './schemas.js';
 
 type VoiceParams = { partner: string; voice: string };
@@ -165,7 +167,7 @@ export function voiceRoutes(deps: ApiDeps): RouteDefinition[] {
     defineRoute<VoiceParams & { filename: string }, { tts_type?: string }>({
       method: 'get', path: '/api/voices/{partner}/{voice}/test-samples/{filename}', access, queryKey, summary: 'Download a test sample',
       params: s.testSampleParams, query: s.ttsTypeQuery,
-      responses: { 200: s.binary('audio/ogg', 'The test sample (its own media type: audio/ogg for those made locally)'), ...s.voiceErrors },
+      responses: { 200: s.binary([...new Set([sampleContentType, ...gpuSampleContentTypes])], 'The test sample in its own media type: audio/ogg for those made locally, as the GPU job service made it otherwise'), ...s.voiceErrors },
       handler: async ({ params, query: q, res }) => {
         await sendFile(res, await openTestSample(deps, params.partner, params.voice, params.filename, q.tts_type), 'inline');
         return undefined;

@@ -183,4 +183,4 @@ export const testSampleList: JsonSchema = {
   },
 };
 
-export const binary = (contentType: string, description: string) => ({ description, contentType, schema: { type: 'string', format: 'binary' } });
+export const binary = (contentType: string | string[], description: string) => ({ description, contentType, schema: { type: 'string', format: 'binary' } });

@@ -171,6 +171,8 @@ export async function awaitVoiceGpuJob(deps: VoiceJobDeps, voiceId: string, gene
 
 const extensionOf: Record<string, string> = { mp3: 'mp3', wav: 'wav', ogg: 'opus', flac: 'flac', 'iso-media': 'm4a', webm: 'webm', matroska: 'mka' };
 const contentTypeOf: Record<string, string> = { mp3: 'audio/mpeg', wav: 'audio/wav', ogg: 'audio/ogg', flac: 'audio/flac', 'iso-media': 'audio/mp4', webm: 'audio/webm', matroska: 'audio/x-matroska' };
+/** The media types a test sample made by the GPU job service may have (served as stored). */
+export const gpuSampleContentTypes: readonly string[] = [...new Set(Object.values(contentTypeOf))];
 
 /** Downloads what the finished job made (artefact, test samples), then commits the embedding. */
 export async function storeVoiceGpuResult(deps: VoiceJobDeps, voiceId: string, generation: number, output: GpuEmbeddingOutput, signal?: AbortSignal): Promise<VoiceStepOutcome> {
