@@ -24,7 +24,7 @@ import { planSegments } from '../audio/segments.js';
 import { readWavSamples } from '../audio/wav.js';
 import { spreadWordTimes } from '../audio/word-times.js';
 import { Semaphore } from '../platform/semaphore.js';
-import { UnsupportedLanguage, type LanguageRequest, type RecognizedWord, type SegmentRequest, type SegmentResult, type SpeechToTextEngine } from './speech-to-text-engine.js';
+import { assertLanguageSupported, type LanguageRequest, type RecognizedWord, type SegmentRequest, type SegmentResult, type SpeechToTextEngine } from './speech-to-text-engine.js';
 
 export interface MoonshineOptions {
   /** Holds encoder_model.onnx and decoder_model_merged.onnx. */
@@ -112,13 +112,7 @@ export class MoonshineEngine implements SpeechToTextEngine {
   }
 
   async transcribeSegment(req: SegmentRequest): Promise<SegmentResult> {
-    if (!this.supports(req.language)) {
-      throw new UnsupportedLanguage(
-        req.language === 'auto'
-          ? `automatic language detection is not available with ${this.description}`
-          : `language ${req.language} cannot be transcribed by ${this.description}`,
-      );
-    }
+    assertLanguageSupported(this, req.language);
     const { samples, sampleRate } = await readWavSamples(req.wavPath);
     if (sampleRate !== SAMPLE_RATE) throw new Error(`${this.description} takes 16 kHz audio, got ${sampleRate} Hz`);
     const duration = samples.length / SAMPLE_RATE;

@@ -52,6 +52,14 @@ export class UnsupportedLanguage extends Error {
   override name = 'UnsupportedLanguage';
 }
 
+/** Refuses a segment in a language the engine cannot transcribe, saying which and why. */
+export function assertLanguageSupported(engine: SpeechToTextEngine, language: LanguageRequest): void {
+  if (engine.supports(language)) return;
+  throw new UnsupportedLanguage(
+    language === 'auto' ? `automatic language detection is not available with ${engine.description}` : `language ${language} cannot be transcribed by ${engine.description}`,
+  );
+}
+
 /** The provider refused the request (a 4xx other than 408/429): final, with its message. */
 export class ProviderRefused extends Error {
   override name = 'ProviderRefused';

@@ -29,8 +29,8 @@ import { makeScratchDir } from '../platform/scratch.js';
 import type { TranscriptionSettings } from '../platform/config.js';
 import { MoonshineEngine } from './moonshine.js';
 import {
+  assertLanguageSupported,
   ProviderRefused,
-  UnsupportedLanguage,
   type LanguageRequest,
   type RecognizedWord,
   type SegmentRequest,
@@ -213,13 +213,7 @@ export class PocketSphinxEngine implements SpeechToTextEngine {
   }
 
   async transcribeSegment(req: SegmentRequest): Promise<SegmentResult> {
-    if (!this.supports(req.language)) {
-      throw new UnsupportedLanguage(
-        req.language === 'auto'
-          ? `automatic language detection is not available with ${this.description}`
-          : `language ${req.language} cannot be transcribed by ${this.description}`,
-      );
-    }
+    assertLanguageSupported(this, req.language);
     const info = await readWavInfo(req.wavPath);
     const timeoutMs = Math.ceil((this.options.baseTimeoutMs ?? 60_000) + info.durationSeconds * 1000 * (this.options.timeoutPerAudioSecond ?? 3));
     if ((await this.detectCli()) === 'single') return this.single(req.wavPath, timeoutMs, req.signal);
