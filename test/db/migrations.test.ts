@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { withPgClient } from '../support/pg-client.js';
 
 /**
  * prisma/migrations and prisma/schema.prisma agree, and the migrations apply to an empty database.
@@ -53,15 +54,7 @@ function show(run: Run): string {
   return `exit ${run.code}\n--- stdout\n${run.stdout}\n--- stderr\n${run.stderr}`;
 }
 
-async function admin<T>(fn: (client: pg.Client) => Promise<T>, connectionString = adminUrl): Promise<T> {
-  const client = new pg.Client({ connectionString });
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end();
-  }
-}
+const admin = <T>(fn: (client: pg.Client) => Promise<T>, connectionString = adminUrl): Promise<T> => withPgClient(connectionString, fn);
 
 describe('database migrations (prisma/migrations)', function () {
   this.timeout(120000);

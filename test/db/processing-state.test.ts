@@ -5,6 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { processingErrorOf, type ProcessingState } from '../../lib/knowledge/state.js';
+import { withPgClient } from '../support/pg-client.js';
 
 /**
  * The migration that made a document's waiting states typed (blocked on budget, failed) keeps what
@@ -20,15 +21,6 @@ const adminUrl = process.env.TEST_POSTGRES_ADMIN_URL ?? 'postgresql://postgres@1
 const dbName = `dwb_processing_state_test_${Date.now()}_${randomBytes(4).toString('hex')}`;
 const dbUrl = Object.assign(new URL(adminUrl), { pathname: `/${dbName}` }).toString();
 
-async function withClient<T>(connectionString: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString });
-  await client.connect();
-  try {
-    return await fn(client);
-  } finally {
-    await client.end();
-  }
-}
 
 const migrations = readdirSync(migrationsDir, { withFileTypes: true })
   .filter((e) => e.isDirectory())
@@ -40,8 +32,8 @@ const apply = (client: pg.Client, names: string[]) =>
 describe('typed processing state of documents (migration and constraint)', function () {
   this.timeout(120_000);
 
-  before(() => withClient(adminUrl, (c) => c.query(`CREATE DATABASE "${dbName}"`)));
-  after(() => withClient(adminUrl, (c) => c.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`)));
+  before(() => withPgClient(adminUrl, (c) => c.query(`CREATE DATABASE "${dbName}"`)));
+  after(() => withPgClient(adminUrl, (c) => c.query(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`)));
 
   it('existing documents show the same processing_error after the migration, now read from typed columns', async () => {
     const shown = [
@@ -54,7 +46,7 @@ describe('typed processing state of documents (migration and constraint)', funct
       'QUOTA_EXCEEDED:knowledge_chars (limit 10)',
       null,
     ];
-    const rows = await withClient(dbUrl, async (c) => {
+    const rows = await withPgClient(dbUrl, async (c) => {
       assert.ok(migrations.includes(typedState));
       await apply(c, migrations.slice(0, migrations.indexOf(typedState)));
       const [partner, kb, folder] = [randomUUID(), randomUUID(), randomUUID()];
@@ -88,7 +80,7 @@ describe('typed processing state of documents (migration and constraint)', funct
   });
 
   it('a state whose columns disagree is refused; one that agrees is written', async () => {
-    await withClient(dbUrl, async (c) => {
+    await withPgClient(dbUrl, async (c) => {
       const set = (columns: string) => c.query(`UPDATE documents SET ${columns} WHERE name = 'd6'`);
       await assert.rejects(set(`"processingState" = 'budget_blocked'`), /does not match/);
       await assert.rejects(set(`"processingState" = 'failed', "failureMessage" = NULL`), /does not match/);
