@@ -14,7 +14,10 @@
  *
  * Paths, side by side in one run: `direct` (the client to the provider), `bare proxy`
  * (bench/support/bare-proxy.ts: one more Node process that only pipes bytes, the floor of any
- * gateway in its own process on this machine), `/v3` (the API with its settings' defaults, the
+ * gateway in its own process on this machine), at 200 streams two more floors
+ * (bench/support/floor-gateways.ts: `Express proxy (floor)`, the bare proxy inside Express with the
+ * body parsed; `lean gateway (floor)`, no framework but a database round trip before and after each
+ * stream and a log line: the work no metered gateway escapes), `/v3` (the API with its settings' defaults, the
  * per-key request rate limit of api/http/rate-limits.ts included: it counts every request, with a
  * limit raised so that the benchmark's own traffic is not refused), `/v3, rate limit off` (a second
  * API process with REQUESTS_PER_MINUTE_MESSAGING=0: the gateway's own work), `/v3, provider after
@@ -31,7 +34,7 @@
  *
  * Environment: BENCH_RUNS (streams per path at 1, default 150), BENCH_ROUNDS (bursts per path at 50
  * and 200, default 8), BENCH_TOKENS, BENCH_TOKEN_MS, BENCH_SKIP_ADMISSIONS=1, BENCH_NO_WRITE=1,
- * BENCH_CPU_PROFILE=1 (profile the API processes with --cpu-prof and write the profiles' summaries
+ * BENCH_LEVELS (default 1,50,200), BENCH_CPU_PROFILE=1 (profile the API processes with --cpu-prof and write the profiles' summaries
  * as the section `hot-path-profile` instead of the results: profiling slows what it measures).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -58,6 +61,8 @@ const tokenMs = setting(process.env, 'BENCH_TOKEN_MS');
 const sequentialRuns = Number(process.env.BENCH_RUNS ?? 150);
 const rounds = Number(process.env.BENCH_ROUNDS ?? 8);
 const profiling = !!process.env.BENCH_CPU_PROFILE;
+/** Concurrency levels to run (BENCH_LEVELS=200 for a quick look at one; the goals table needs 1 and 200). */
+const levels = (process.env.BENCH_LEVELS ?? '1,50,200').split(',').map(Number);
 const goals = {
   single: { p50: 2, p99: 10 },
   c200: { p50: 20, p99: 50 },
@@ -158,7 +163,7 @@ function oneStream(agent: http.Agent, url: URL, key: string | null): Promise<Sam
   });
 }
 
-type PathName = 'direct' | 'bare proxy' | '/v3' | '/v3, rate limit off' | '/v3, provider after admission' | '/v3 (one key)';
+type PathName = 'direct' | 'bare proxy' | 'Express proxy (floor)' | 'lean gateway (floor)' | '/v3' | '/v3, rate limit off' | '/v3, provider after admission' | '/v3 (one key)';
 
 interface Row {
   concurrency: number;
@@ -337,6 +342,10 @@ function goalsTable(rows: Row[], admissions: BudgetSummary | null): string {
     const cpu = (pathName: PathName) => rows.find((r) => r.path === pathName && r.concurrency === 200)?.cpu.middle ?? NaN;
     const cpuBound = cpu('bare proxy') * goals.vsBareProxy.cpuRatio;
     lines.push(`| API CPU per stream at 200 streams, at most ${goals.vsBareProxy.cpuRatio}× the bare proxy's | ≤ ${fmt(cpuBound, 2)} ms | ${fmt(cpu('/v3'), 2)} ms (${fmt(cpu('/v3') / cpu('bare proxy'), 2)}×) | ${verdict(cpu('/v3'), cpuBound)} |`);
+    for (const floor of ['Express proxy (floor)', 'lean gateway (floor)'] as const) {
+      if (!rows.some((r) => r.path === floor)) continue;
+      lines.push(`| (${floor}) CPU per stream / added TTFT p50, p99 at 200 streams | | ${fmt(cpu(floor), 2)} ms (${fmt(cpu(floor) / cpu('bare proxy'), 2)}×) / ${fmt(added(200, 50, floor))}, ${fmt(added(200, 99, floor))} ms (${fmt(added(200, 50, floor) / bare(200, 50), 2)}×, ${fmt(added(200, 99, floor) / bare(200, 99), 2)}×) | |`);
+    }
   }
   if (rows.some((r) => r.path === '/v3 (one key)')) {
     lines.push(`| (200 streams on one quota key, p50 / p99) | (same) | ${fmt(added(200, 50, '/v3 (one key)'))} / ${fmt(added(200, 99, '/v3 (one key)'))} ms | ${verdict(added(200, 50, '/v3 (one key)'), goals.c200.p50)} / ${verdict(added(200, 99, '/v3 (one key)'), goals.c200.p99)} |`);
@@ -376,6 +385,8 @@ async function main() {
   const providerUrl = (JSON.parse(await firstLine(provider)) as { baseUrl: string }).baseUrl;
   const proxy = startProcess('bench/support/bare-proxy.ts', { BENCH_PROVIDER_URL: providerUrl });
   const proxyUrl = (JSON.parse(await firstLine(proxy)) as { url: string }).url;
+  const floors = ['express', 'lean'].map((floor) => startProcess('bench/support/floor-gateways.ts', { BENCH_PROVIDER_URL: providerUrl, BENCH_FLOOR: floor, DATABASE_URL: databaseUrl }));
+  const [expressFloorUrl, leanFloorUrl] = await Promise.all(floors.map(async (f) => (JSON.parse(await firstLine(f)) as { url: string }).url));
   /** An API process; `name` tells its log file and profile apart. */
   const startApi = async (name: string, env: Record<string, string>) => {
     const port = await freePort();
@@ -404,7 +415,7 @@ async function main() {
     const shared = (await createQuotaKey(db, { name: 'bench-shared', quota_type: 'chat', token_amount: 1e12 })).api_key;
     floor = await roundTripFloor((await createQuotaKey(db, { name: 'bench-floor', quota_type: 'chat', token_amount: 1e12 })).id);
     measuringFrom = performance.now();
-    for (const c of [1, 50, 200]) {
+    for (const c of levels) {
       const targets: Target[] = [
         { path: 'direct', url: new URL(`${providerUrl}/chat/completions`), keys: [null], pid: null },
         { path: 'bare proxy', url: new URL(`${proxyUrl}/chat/completions`), keys: [null], pid: proxy.pid! },
@@ -412,14 +423,20 @@ async function main() {
         { path: '/v3, rate limit off', url: new URL(`${apiOff.url}/v3/chat/completions`), keys, pid: apiOff.child.pid! },
         { path: '/v3, provider after admission', url: new URL(`${apiSequential.url}/v3/chat/completions`), keys, pid: apiSequential.child.pid! },
       ];
-      if (c === 200) targets.push({ path: '/v3 (one key)', url: new URL(`${api.url}/v3/chat/completions`), keys: [shared], pid: api.child.pid! });
+      if (c === 200) {
+        targets.push({ path: '/v3 (one key)', url: new URL(`${api.url}/v3/chat/completions`), keys: [shared], pid: api.child.pid! });
+        targets.splice(2, 0,
+          { path: 'Express proxy (floor)', url: new URL(`${expressFloorUrl}/chat/completions`), keys: [null], pid: floors[0]!.pid! },
+          { path: 'lean gateway (floor)', url: new URL(`${leanFloorUrl}/chat/completions`), keys: [null], pid: floors[1]!.pid! },
+        );
+      }
       const measured = await measure(targets, c, provider.pid!);
       rows.push(...measured);
       for (const r of measured) console.log(`${c} × ${r.path}: TTFT p50 ${fmt(of(r, 'ttftMs', 50))} p99 ${fmt(of(r, 'ttftMs', 99))}, last byte p50 ${fmt(of(r, 'totalMs', 50))} p99 ${fmt(of(r, 'totalMs', 99))} ms (${r.failures} failures)`);
     }
     loadAfter = await readLoad();
   } finally {
-    await Promise.all([...apis.map((a) => stopped(a.child)), stopped(provider), stopped(proxy)]);
+    await Promise.all([...apis.map((a) => stopped(a.child)), stopped(provider), stopped(proxy), ...floors.map(stopped)]);
     for (const a of apis) fs.closeSync(a.log);
     await db.$disconnect();
     await dropDatabase(databaseUrl);

@@ -1,0 +1,97 @@
+/**
+ * Two more floors of bench/messaging-latency.ts, between the bare proxy and /v3: what a gateway's
+ * unavoidable parts cost by themselves on this machine, so that the gap to the bare proxy can be
+ * split into what no gateway escapes and what is ours. BENCH_FLOOR picks one:
+ * - `express`: the bare proxy inside Express, with as many middleware layers before the route as
+ *   api/app.ts puts before a /v3 route, the JSON body parsed (express.json) and serialised again
+ *   for the provider, and the stream relayed as /v3 relays it (text, events split, the usage
+ *   chunk parsed). No key, no admission, no accounting.
+ * - `lean`: no framework at all, and the work every metered gateway must do per stream: the body
+ *   read and parsed, one PostgreSQL round trip before the provider is called (the hold) and one
+ *   after the stream ends (the settlement), the stream relayed as above, one log line per request.
+ * Prints `{"url": ...}` on its first line of output, then serves until SIGTERM.
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import pg from 'pg';
+
+const upstream = new URL(process.env.BENCH_PROVIDER_URL!.replace(/\/?$/, '/'));
+const agent = new http.Agent({ keepAlive: true, maxSockets: 1024, maxFreeSockets: 1024, scheduling: 'lifo' });
+const floor = process.env.BENCH_FLOOR;
+/** Layers api/app.ts runs before a /v3 route's own handlers (gates, request id, metrics, other mounts, routers). */
+const LAYERS_BEFORE_V3 = 9;
+const carriesUsage = /"usage"\s*:\s*\{/;
+
+/** Forwards `body` to the provider and relays its events as /v3 does: split, usage read, re-joined as text. */
+function relay(res: http.ServerResponse, body: Record<string, unknown>, onEnd: () => void) {
+  const payload = Buffer.from(JSON.stringify({ ...body, stream_options: { include_usage: true } }));
+  const headers = { 'content-type': 'application/json', 'content-length': payload.length, accept: 'text/event-stream' };
+  const call = http.request(new URL('chat/completions', upstream), { method: 'POST', agent, headers }, (answer) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache, no-transform' });
+    answer.setEncoding('utf8');
+    let pending = '';
+    answer.on('data', (chunk: string) => {
+      const text = pending + chunk;
+      let out = '';
+      let start = 0;
+      for (let end = text.indexOf('\n\n'); end >= 0; end = text.indexOf('\n\n', start)) {
+        const data = text.slice(start + 6, end);
+        start = end + 2;
+        if (data === '[DONE]') continue;
+        if (carriesUsage.test(data)) JSON.parse(data);
+        out += `data: ${data}\n\n`;
+      }
+      pending = text.slice(start);
+      if (out) res.write(out);
+    });
+    answer.on('end', () => {
+      res.end('data: [DONE]\n\n');
+      onEnd();
+    });
+  });
+  call.on('error', () => res.destroy());
+  res.on('close', () => {
+    if (!res.writableFinished) call.destroy();
+  });
+  call.end(payload);
+}
+
+function expressFloor(): http.RequestListener {
+  const app = express();
+  for (let i = 0; i < LAYERS_BEFORE_V3; i++) app.use((_req, _res, next) => next());
+  app.post('/chat/completions', express.json(), (req, res) => relay(res, req.body as Record<string, unknown>, () => undefined));
+  return app;
+}
+
+function leanFloor(): http.RequestListener {
+  const db = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 10 });
+  const log = fs.openSync(process.env.BENCH_FLOOR_LOG ?? '/dev/null', 'a');
+  return (req, res) => {
+    const parts: Buffer[] = [];
+    req.on('data', (c: Buffer) => parts.push(c));
+    req.on('end', () => {
+      const started = performance.now();
+      const body = JSON.parse(Buffer.concat(parts).toString('utf8')) as Record<string, unknown>;
+      db.query('SELECT 1').then(
+        () =>
+          relay(res, body, () => {
+            db.query('SELECT 1').catch(() => undefined);
+            fs.writeSync(log, `${JSON.stringify({ time: new Date().toISOString(), level: 'info', msg: 'request', method: req.method, path: req.url, status: res.statusCode, duration_ms: Math.round(performance.now() - started) })}\n`);
+          }),
+        () => res.destroy(),
+      );
+    });
+  };
+}
+
+const server = http.createServer(floor === 'express' ? expressFloor() : floor === 'lean' ? leanFloor() : (() => { throw new Error('BENCH_FLOOR must be express or lean'); })());
+server.keepAliveTimeout = 120_000;
+server.listen(0, '127.0.0.1', () => {
+  process.stdout.write(`${JSON.stringify({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })}\n`);
+});
+process.on('SIGTERM', () => {
+  server.closeAllConnections();
+  server.close(() => process.exit(0));
+});
