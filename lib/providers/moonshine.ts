@@ -7,6 +7,11 @@
  *   once, each on `threads` CPU threads (TRANSCRIPTION_LOCAL_*, docs/transcription-engine.md).
  * - A segment is cut in its pauses into stretches of at most ~25 s (the model was trained on
  *   utterances up to 30 s and drifts on longer ones); silent stretches are not sent to the model.
+ *   Inside a stretch, pauses longer than 0.6 s are shortened to 0.6 s before the model hears them:
+ *   a sound (a click, a beep, a breath) followed by a second or more of silence makes the model
+ *   answer nothing at all for the speech that follows (measured: docs/transcription-engine.md).
+ *   When the model still ends at once on a stretch with sound, its next most likely text is kept if
+ *   the model is sure enough of it.
  * - Decoding is greedy with the merged decoder's key/value cache: the first step fills the cache of
  *   the cross-attention, later steps feed one token. Tokens are the Llama SentencePiece vocabulary.
  * - Boosted words: contextual biasing. Their token sequences get a bonus in the logits (larger once
@@ -47,6 +52,20 @@ const TARGET_STRETCH_SECONDS = 15;
 const MAX_STRETCH_SECONDS = 25;
 /** Silence kept around the speech of a stretch. */
 const STRETCH_PAD_SECONDS = 0.25;
+/**
+ * Longest pause the model hears inside a stretch: longer ones lose their middle. After a sound and
+ * 0.9-1 s of silence the model often ends its transcript before the speech that follows (nothing
+ * at all for a short utterance); up to 0.8 s it did not, in the measurements.
+ */
+const MAX_MODEL_PAUSE_SECONDS = 0.6;
+/**
+ * When the model ends its text at once on a stretch that holds sound, the text it finds next most
+ * likely is kept if the mean natural log-probability of its tokens (the end included) is at least
+ * this. Measured: speech after a click and a pause, which the model answered with nothing, came back
+ * at -0.4 to -1.1 (flite, espeak-ng and human voices); a click, a beep, a hum or a noise burst alone
+ * come back as "You" at -2.0 to -4.3.
+ */
+const MIN_MEAN_LOGP_AFTER_EARLY_END = -1.5;
 /** More tokens than this per second of audio is a decoder repeating itself (speech runs at ~3-4). */
 const MAX_TOKENS_PER_SECOND = 8;
 /**
@@ -121,6 +140,7 @@ export class MoonshineEngine implements SpeechToTextEngine {
     if (threshold.silent) return { text: '', words: [] };
     const pauses = quietRuns(levels, threshold.noiseDb, 0.3);
     const stretches = planSegments({ durationSeconds: duration, pauses, targetSeconds: TARGET_STRETCH_SECONDS, maxSeconds: MAX_STRETCH_SECONDS });
+    const longPauses = quietRuns(levels, threshold.noiseDb, MAX_MODEL_PAUSE_SECONDS);
     const boosts = boostSequences(req.boostedWords ?? []);
 
     const words: RecognizedWord[] = [];
@@ -130,9 +150,7 @@ export class MoonshineEngine implements SpeechToTextEngine {
       if (!speech) continue;
       const from = Math.max(stretch.start, speech.start - STRETCH_PAD_SECONDS);
       const to = Math.min(stretch.end, speech.end + STRETCH_PAD_SECONDS);
-      const offset = Math.floor(from * SAMPLE_RATE);
-      const audio = new Float32Array(Math.min(samples.length, Math.floor(to * SAMPLE_RATE)) - offset);
-      for (let i = 0; i < audio.length; i++) audio[i] = samples[offset + i]! / 32768;
+      const audio = modelInput(samples, from, to, longPauses);
       const tokens = await this.runs.run(() => this.decode(audio, boosts));
       const said = wordsOf(tokens);
       const spans = spreadWordTimes(said.map((w) => w.text), levels, threshold.noiseDb, from, to);
@@ -144,8 +162,22 @@ export class MoonshineEngine implements SpeechToTextEngine {
     return { text: words.map((w) => w.w).join(' '), words };
   }
 
-  /** Greedy decoding of one stretch (16 kHz samples in [-1, 1]). */
-  private async decode(audio: Float32Array, boosts: readonly number[][]): Promise<Token[]> {
+  /**
+   * The model alone on a whole recording, as given: one call, no cutting, trimming or shortened
+   * pauses, greedy, no boosted words. For the evaluation, which compares it with the pipeline.
+   */
+  async modelText(wavPath: string): Promise<string> {
+    const { samples, sampleRate } = await readWavSamples(wavPath);
+    if (sampleRate !== SAMPLE_RATE) throw new Error(`${this.description} takes 16 kHz audio, got ${sampleRate} Hz`);
+    const tokens = await this.runs.run(() => this.decode(modelInput(samples, 0, samples.length / SAMPLE_RATE, []), [], false));
+    return llamaTokenizer.decode(tokens.map((t) => t.id), false, false).trim();
+  }
+
+  /**
+   * Greedy decoding of one stretch (16 kHz samples in [-1, 1]). With `recoverEarlyEnd`, an end of
+   * text as the very first token is not taken at once (see MIN_MEAN_LOGP_AFTER_EARLY_END).
+   */
+  private async decode(audio: Float32Array, boosts: readonly number[][], recoverEarlyEnd = true): Promise<Token[]> {
     const { encoder, decoder } = await this.load();
     const encoded = await encoder.run({ input_values: new ort.Tensor('float32', audio, [1, audio.length]) });
     const hidden = encoded.last_hidden_state!;
@@ -177,9 +209,17 @@ export class MoonshineEngine implements SpeechToTextEngine {
     const maxTokens = Math.ceil((audio.length / SAMPLE_RATE) * MAX_TOKENS_PER_SECOND) + 4;
     const out: Token[] = [];
     let step = await advance(start, BOS, true);
+    // The model may end at once on audio that holds speech (after a sound and a pause, most often):
+    // its next most likely text is kept when the model is sure enough of it (not noise heard as "You").
+    const endedAtOnce = recoverEarlyEnd && argmax(step.logp) === EOS;
+    if (endedAtOnce) step.logp[EOS] = -Infinity;
+    let endLogp: number | null = null;
     while (out.length < maxTokens) {
       const best = argmax(step.logp);
-      if (best === EOS) break;
+      if (best === EOS) {
+        endLogp = step.logp[EOS]!;
+        break;
+      }
       if (boosts.length > 0 && startsWord(best)) {
         const word = await boostedWord(step, best, boosts, advance);
         out.push(...word.tokens);
@@ -188,6 +228,10 @@ export class MoonshineEngine implements SpeechToTextEngine {
       }
       out.push({ id: best, p: Math.exp(step.logp[best]!) });
       step = await advance(step.cache, best);
+    }
+    if (endedAtOnce) {
+      const logps = [...out.map((t) => Math.log(t.p)), ...(endLogp === null ? [] : [endLogp])];
+      if (logps.reduce((a, b) => a + b, 0) / Math.max(1, logps.length) < MIN_MEAN_LOGP_AFTER_EARLY_END) return [];
     }
     return out;
   }
@@ -282,6 +326,30 @@ function spelledAlike(a: string, b: string): boolean {
     prev = cur;
   }
   return prev[b.length]! <= BOOST_SPELLING_DISTANCE * Math.max(a.length, b.length, 1);
+}
+
+/**
+ * The samples of [from, to) seconds in [-1, 1] as the model gets them: every pause in `pauses`
+ * longer than MAX_MODEL_PAUSE_SECONDS inside the range loses its middle, keeping half of that
+ * length of it on each side (its own room noise, not digital silence).
+ */
+function modelInput(samples: Int16Array, from: number, to: number, pauses: ReadonlyArray<{ start: number; end: number }>): Float32Array {
+  const keep = MAX_MODEL_PAUSE_SECONDS / 2;
+  const kept: Array<[number, number]> = [];
+  let at = from;
+  for (const p of pauses) {
+    const start = Math.max(p.start, at);
+    const end = Math.min(p.end, to);
+    if (end - start <= MAX_MODEL_PAUSE_SECONDS) continue;
+    kept.push([at, start + keep]);
+    at = end - keep;
+  }
+  kept.push([at, to]);
+  const ranges = kept.map(([a, b]) => [Math.floor(a * SAMPLE_RATE), Math.min(samples.length, Math.floor(b * SAMPLE_RATE))] as const).filter(([a, b]) => b > a);
+  const audio = new Float32Array(ranges.reduce((n, [a, b]) => n + b - a, 0));
+  let o = 0;
+  for (const [a, b] of ranges) for (let i = a; i < b; i++) audio[o++] = samples[i]! / 32768;
+  return audio;
 }
 
 /** Where speech begins and ends in [from, to), or null when the stretch is silent. */
