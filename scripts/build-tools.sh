@@ -15,6 +15,8 @@
 #                   on PostgreSQL in the cluster profile
 #   temporal-sql-tool  its schema tool (temporal-sql-tool), which sets up and upgrades that schema
 #   temporal-ui     the Temporal Web UI server (github.com/temporalio/ui-server, the one the CLI embeds)
+#   temporal-time-skipping  a newer Temporal server whose workflows can skip time (the tests' time-skipping
+#                   environment, test/support/time-skipping.ts; docs/testing.md)
 set -euo pipefail
 
 # Versions move together where they must: the server and its schema tool are one module, and the
@@ -22,6 +24,8 @@ set -euo pipefail
 TEMPORAL_CLI_VERSION=v1.5.1   # newest tag whose go.mod has no replace directive (go install works)
 TEMPORAL_SERVER_VERSION=v1.29.1
 TEMPORAL_UI_VERSION=v2.42.1
+# Workflow time skipping (TimeSkippingConfig) is served from v1.32.0 on; v1.32.2 needs Go 1.26.10.
+TEMPORAL_TIME_SKIPPING_VERSION=v1.32.1
 WEAVIATE_VERSION=v1.39.0
 VERSITYGW_VERSION=v1.8.0
 TOOLS_DIR="${DWB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dwb-tools}"
@@ -45,11 +49,12 @@ tool() { # name
     temporal-server) build temporal-server "$TEMPORAL_SERVER_VERSION" go.temporal.io/server/cmd/server server ;;
     temporal-sql-tool) build temporal-sql-tool "$TEMPORAL_SERVER_VERSION" go.temporal.io/server/cmd/tools/sql sql ;;
     temporal-ui) build temporal-ui "$TEMPORAL_UI_VERSION" github.com/temporalio/ui-server/v2/cmd/server server ;;
+    temporal-time-skipping) build temporal-server "$TEMPORAL_TIME_SKIPPING_VERSION" go.temporal.io/server/cmd/server server ;;
     *) echo "unknown tool: $1" >&2; exit 2 ;;
   esac
 }
 
-[ $# -gt 0 ] || set -- temporal weaviate versitygw temporal-server temporal-sql-tool temporal-ui
+[ $# -gt 0 ] || set -- temporal weaviate versitygw temporal-server temporal-sql-tool temporal-ui temporal-time-skipping
 
 # Two first runs at once (a test run and `scripts/start`) must not build into the same folders:
 # the second waits for the first, then finds the binaries present.

@@ -27,6 +27,8 @@ export const binaries = {
   temporalServer: path.join(toolsDir, 'temporal-server-v1.29.1', 'server'),
   temporalSqlTool: path.join(toolsDir, 'temporal-sql-tool-v1.29.1', 'sql'),
   temporalUi: path.join(toolsDir, 'temporal-ui-v2.42.1', 'server'),
+  // A newer Temporal server whose workflows can skip time: the tests' time-skipping environment (test/support/time-skipping.ts).
+  temporalTimeSkipping: path.join(toolsDir, 'temporal-server-v1.32.1', 'server'),
 };
 
 export interface ManagedProcess {
