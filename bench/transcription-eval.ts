@@ -3,12 +3,17 @@
  *
  *   npm run eval:transcription
  *
- * - Synthetic: 6 sentences (names, numbers, a question) in six voices:
+ * - Synthetic: 14 sentences (names, numbers, a question) in six voices:
  *   festival slt-hts, flite kal16 / slt / rms / awb, espeak-ng en-us; one clip per sentence.
  * - Human: every real recording with a known text that Debian ships here (test/support/speech-recordings.ts):
  *   LibriVox readings (read), card names, "go forward ten meters" and speaker-test's channel names (prompted).
+ * - The human sets again as the service meets them in longer recordings: each set's clips joined with
+ *   1 s pauses into one recording (as test/transcription/api.test.ts sends them to /v2/transcript);
+ *   and each human clip after a click and 2 s of silence (a microphone switched on, a beep).
  * Each clip is decoded to 16 kHz mono WAV and given to each engine's adapter (lib/providers/), one at a
- * time: PocketSphinx (Debian, the engine before issue #48) and Moonshine base (one thread). WER counts
+ * time: PocketSphinx (Debian, the engine before issue #48) and Moonshine base (one thread); and to the
+ * Moonshine model alone (the whole clip in one greedy call, no cutting, trimming or shortened
+ * pauses: `MoonshineEngine.modelText`), to show what the service's pipeline adds or loses. WER counts
  * words as normalizedWords does (case, punctuation and the spelling of numbers do not count).
  * Real-time factor: engine time over audio time. Memory: Moonshine runs in this process, its peak RSS
  * is this process's (PocketSphinx runs as a child process: its peak RSS by /usr/bin/time on one clip).
@@ -23,7 +28,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { readWavInfo } from '../lib/audio/wav.js';
+import { readWavInfo, readWavSamples, wavFile } from '../lib/audio/wav.js';
 import { MoonshineEngine } from '../lib/providers/moonshine.js';
 import { PocketSphinxEngine } from '../lib/providers/speech-to-text.js';
 import type { RecognizedWord, SpeechToTextEngine } from '../lib/providers/speech-to-text-engine.js';
@@ -33,7 +38,7 @@ import { fmt, readLoad, writeSection } from './support/results.js';
 
 const run = promisify(execFile);
 /** Sentences in each synthetic voice, and sentences of the labelled recording for word times. */
-const sentenceCount = 6;
+const sentenceCount = 14;
 const timingCount = 8;
 
 const sentences = [
@@ -65,6 +70,29 @@ async function synthesize(dir: string, voice: Voice, text: string, name: string)
   } else if (voice === 'espeak-ng') await run('espeak-ng', ['-v', 'en-us', '-w', raw, text]);
   else await run('flite', ['-voice', voice.slice('flite-'.length), '-t', text, '-o', raw]);
   return to16k(raw, path.join(dir, `${name}.wav`));
+}
+
+/** The clips joined with `gap` seconds of silence after each (16 kHz mono WAV). */
+async function joined(wavs: readonly string[], gap: number, output: string): Promise<string> {
+  const chains = wavs.map((_, i) => `[${i}:a]apad=pad_dur=${gap}[a${i}]`).join(';');
+  await run('ffmpeg', ['-nostdin', '-loglevel', 'error', '-y', ...wavs.flatMap((w) => ['-i', w]), '-filter_complex', `${chains};${wavs.map((_, i) => `[a${i}]`).join('')}concat=n=${wavs.length}:v=0:a=1[out]`, '-map', '[out]', '-c:a', 'pcm_s16le', output]);
+  return output;
+}
+
+/** The clip after 0.5 s of silence, a 0.1 s click (noise at a fixed seed) and 2 s of silence. */
+async function afterClick(wav: string, output: string): Promise<string> {
+  const { samples } = await readWavSamples(wav);
+  const rate = 16_000;
+  let seed = 7;
+  const click = Int16Array.from({ length: rate / 10 }, () => {
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+    return Math.round(10_000 * (seed / 0x7fffffff - 0.5));
+  });
+  const all = new Int16Array(rate / 2 + click.length + 2 * rate + samples.length);
+  all.set(click, rate / 2);
+  all.set(samples, rate / 2 + click.length + 2 * rate);
+  fs.writeFileSync(output, wavFile({ sampleRate: rate, channels: 1 }, Buffer.from(all.buffer)));
+  return output;
 }
 
 async function to16k(input: string, output: string): Promise<string> {
@@ -198,23 +226,45 @@ async function main() {
       clips.push({ group: `human-${r.set}`, wav, text: r.text, seconds: (await readWavInfo(wav)).durationSeconds });
     }
     const groups = [...new Set(clips.map((c) => c.group))];
+    // The same human speech as parts of longer recordings (not counted in the totals above them).
+    const longer: Clip[] = [];
+    for (const set of ['read', 'prompted'] as const) {
+      const own = human.filter((r) => r.set === set);
+      if (own.length === 0) continue;
+      const wav = await joined(await Promise.all(own.map(asWav16k)), 1, path.join(dir, `human-${set}-joined.wav`));
+      longer.push({ group: `human-${set}, one recording (1 s pauses)`, wav, text: own.map((r) => r.text).join(' '), seconds: (await readWavInfo(wav)).durationSeconds });
+    }
+    for (const r of human) {
+      const wav = await afterClick(await asWav16k(r), path.join(dir, `click-${r.name}.wav`));
+      longer.push({ group: 'human, each after a click and 2 s of silence', wav, text: r.text, seconds: (await readWavInfo(wav)).durationSeconds });
+    }
+    const longerGroups = [...new Set(longer.map((c) => c.group))];
 
     const rssBefore = process.memoryUsage().rss / 2 ** 20;
     const moonshine = new MoonshineEngine({ modelDir: setting(process.env, 'TRANSCRIPTION_LOCAL_MODEL_DIR') ?? '', threads: 1, concurrency: 1 });
     const loadStarted = performance.now();
     await moonshine.load();
     const loadMs = performance.now() - loadStarted;
-    const newScores = await score(moonshine, clips);
+    const newScores = await score(moonshine, [...clips, ...longer]);
     const moonshinePeak = process.resourceUsage().maxRSS / 1024;
-    const oldScores = await score(new PocketSphinxEngine(), clips);
+    const modelAlone: SpeechToTextEngine = {
+      id: 'moonshine-model-alone',
+      description: 'the Moonshine model alone',
+      maxSegmentSeconds: 30,
+      supports: () => true,
+      transcribeSegment: async ({ wavPath }) => ({ text: await moonshine.modelText(wavPath), words: null }),
+    };
+    const aloneScores = await score(modelAlone, [...clips, ...longer]);
+    const oldScores = await score(new PocketSphinxEngine(), [...clips, ...longer]);
     const pocketSphinxPeak = await peakRssOfPocketSphinx(clips.find((c) => c.group === 'human-read')?.wav ?? clips[0]!.wav);
 
     const timing = await labelledRecording(dir);
     const timed = async (engine: SpeechToTextEngine) => timeErrors(timing.words, (await engine.transcribeSegment({ wavPath: timing.wav, language: 'en' })).words ?? []);
     const [newTimes, oldTimes] = [await timed(moonshine), await timed(new PocketSphinxEngine())];
 
-    const row = (label: string, a: Score, b: Score) =>
-      `| ${label} | ${a.words} | ${pct(a)} | ${pct(b)} | ${a.errors ? fmt(b.errors / a.errors, 2) : 'n/a'} | ${fmt(a.ms / 1000 / a.seconds, 2)} | ${fmt(b.ms / 1000 / b.seconds, 2)} |`;
+    const row = (label: string, a: Score, b: Score, c: Score) =>
+      `| ${label} | ${a.words} | ${pct(a)} | ${pct(b)} | ${pct(c)} | ${a.errors ? fmt(b.errors / a.errors, 2) : 'n/a'} | ${fmt(a.ms / 1000 / a.seconds, 2)} | ${fmt(b.ms / 1000 / b.seconds, 2)} |`;
+    const rowOf = (label: string, gs: string[]) => row(label, total(oldScores, gs), total(newScores, gs), total(aloneScores, gs));
     const synthetic = groups.filter((g) => !g.startsWith('human'));
     const humanGroups = groups.filter((g) => g.startsWith('human'));
     const lines = [
@@ -222,14 +272,17 @@ async function main() {
       '',
       `Run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC on ${os.cpus().length} cores (load average before: ${load.loadavg.map((x) => fmt(x, 2)).join(' / ')}, ${fmt(100 * load.busy, 0)} % busy: other work shared the machine). ` +
         `${sentenceCount} sentences in each synthetic voice, ${human.length} human recordings (${fmt(clips.filter((c) => c.group.startsWith('human')).reduce((a, c) => a + c.seconds, 0), 0)} s). ` +
-        'WER without case, punctuation or number spelling; RTF = engine time / audio time, one clip at a time, Moonshine on one thread.',
+        'WER without case, punctuation or number spelling; RTF = engine time / audio time, one clip at a time, Moonshine on one thread. ' +
+        '"Model alone": the Moonshine model on the whole clip in one greedy call, without the service\'s cutting, trimming and shortened pauses. ' +
+        'Below the totals, the human speech as parts of longer recordings (not in the totals).',
       '',
-      '| set | words | WER PocketSphinx | WER Moonshine | Moonshine / PocketSphinx | RTF PocketSphinx | RTF Moonshine |',
-      '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
-      ...groups.map((g) => row(g, oldScores.get(g)!, newScores.get(g)!)),
-      row('**all synthetic**', total(oldScores, synthetic), total(newScores, synthetic)),
-      ...(humanGroups.length ? [row('**all human**', total(oldScores, humanGroups), total(newScores, humanGroups))] : []),
-      row('**all**', total(oldScores, groups), total(newScores, groups)),
+      '| set | words | WER PocketSphinx | WER Moonshine | WER Moonshine model alone | Moonshine / PocketSphinx | RTF PocketSphinx | RTF Moonshine |',
+      '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+      ...groups.map((g) => rowOf(g, [g])),
+      rowOf('**all synthetic**', synthetic),
+      ...(humanGroups.length ? [rowOf('**all human**', humanGroups)] : []),
+      rowOf('**all**', groups),
+      ...longerGroups.map((g) => rowOf(g, [g])),
       '',
       `Memory: Moonshine base loaded in ${fmt(loadMs / 1000, 1)} s; this process's peak RSS ${fmt(moonshinePeak, 0)} MB with the model loaded and run (${fmt(rssBefore, 0)} MB before loading it). ` +
         `PocketSphinx (a child process per call): ${fmt(pocketSphinxPeak, 0)} MB peak on one clip.`,
@@ -246,6 +299,10 @@ async function main() {
       'Moonshine\'s misrecognitions on the human recordings (reference → heard):',
       '',
       ...humanGroups.flatMap((g) => newScores.get(g)!.worst.map((w) => `- ${w.text} → ${w.said}`)),
+      '',
+      'In the human recordings joined into one per set:',
+      '',
+      ...longerGroups.filter((g) => g.includes('one recording')).flatMap((g) => newScores.get(g)!.worst.map((w) => `- ${w.said}`)),
     ];
     writeSection('transcription-eval', lines.join('\n'));
   } finally {
