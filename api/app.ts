@@ -86,6 +86,8 @@ export function createApp(deps: ApiDeps): express.Express {
     const requestId = incoming && requestIdPattern.test(incoming) ? incoming : crypto.randomUUID();
     const started = performance.now();
     res.locals.requestId = requestId;
+    // Where a /v3 request's Server-Timing starts (api/messaging/timing.ts).
+    res.locals.receivedAt = started;
     res.locals.log = deps.log.child({ request_id: requestId });
     res.setHeader('X-Request-Id', requestId);
     res.on('finish', () =>

@@ -112,7 +112,7 @@ interface Sample {
   phases: Record<string, number> | null;
 }
 
-const phaseNames = ['auth', 'route', 'admit', 'provider'] as const;
+const phaseNames = ['arrival', 'auth', 'route', 'admit', 'provider', 'relay'] as const;
 
 function phasesOf(header: string | string[] | undefined): Record<string, number> | null {
   if (typeof header !== 'string') return null;
@@ -482,7 +482,7 @@ async function main() {
       '',
       '## Where /v3 spends the time before the first token (its Server-Timing header)',
       '',
-      'Measured by the API itself from the moment its quota gate sees the request: `auth` (the quota key, cached), `route` (the rate limit, reading and validating the body), `admit` (the admission round trip, group-committed), `provider` (from the admission to the provider\'s answer headers: the provider call on a kept-alive connection, and the provider\'s own time to answer, which the direct path has too). "In the API" = auth + route + admit. "Rest" = the added TTFT p50 minus that and minus what the provider phase takes beyond the direct TTFT: the extra hops (client → API, API → client), the middleware before the gate and writing the first chunk, and waiting for a CPU. Phase percentiles are taken separately, so they do not add up exactly.',
+      'Measured by the API itself from the moment its first middleware sees the request: `arrival` (the middleware before the quota gate), `auth` (the quota key, cached), `route` (the rate limit, reading and validating the body), `admit` (the admission, usually from the key\'s escrow slice; the provider call is sent meanwhile when it may be), `provider` (from the admission to the provider\'s answer headers: the provider call on a kept-alive connection, and the provider\'s own time to answer, which the direct path has too), `relay` (from those headers to the first events written). "In the API" = all of them but `provider`. "Rest" = the added TTFT p50 minus that and minus what the provider phase takes beyond the direct TTFT: the extra hops (client → API, API → client) and waiting for a CPU; negative provider excess (the call was sent during the admission) makes it larger. Phase percentiles are taken separately, so they do not add up exactly.',
       '',
       phasesTable(rows),
       '',

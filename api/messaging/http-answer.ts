@@ -30,7 +30,7 @@ export class HttpAnswer implements AnswerChannel {
   }
 
   stream(): EventStream {
-    return (this.events ??= new SseWriter(this.res, this.keepAliveMs, () => sendTiming(this.res)));
+    return (this.events ??= new SseWriter(this.res, this.keepAliveMs, () => sendTiming(this.res, true)));
   }
 
   /** Before a JSON answer goes out. */

@@ -17,8 +17,8 @@ export class SseWriter implements EventStream {
   constructor(
     private readonly res: Response,
     private readonly keepAliveMs: number,
-    /** Called once as the stream's head is set (the Server-Timing header). */
-    private readonly beforeHead: (() => void) | null = null,
+    /** Called once before the stream's head goes out, with its first events or comment (the Server-Timing header). */
+    private beforeHead: (() => void) | null = null,
   ) {}
 
   get closed() {
@@ -32,14 +32,22 @@ export class SseWriter implements EventStream {
   start(flush = false): void {
     if (this.started) return;
     this.started = true;
-    this.beforeHead?.();
     this.res.statusCode = 200;
     this.res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
     this.res.setHeader('Cache-Control', 'no-cache, no-transform');
     this.res.setHeader('Connection', 'keep-alive');
     this.res.setHeader('X-Accel-Buffering', 'no');
-    if (flush) this.res.flushHeaders();
+    if (flush) {
+      this.headGoesOut();
+      this.res.flushHeaders();
+    }
     this.armKeepAlive();
+  }
+
+  private headGoesOut() {
+    const hook = this.beforeHead;
+    this.beforeHead = null;
+    hook?.();
   }
 
   /** (Re)starts the quiet-time clock; refreshing the one timer costs no allocation per write. */
@@ -50,6 +58,7 @@ export class SseWriter implements EventStream {
     }
     this.keepAlive = setTimeout(() => {
       if (this.closed || !this.keepAlive) return;
+      this.headGoesOut();
       this.res.write(': keep-alive\n\n');
       this.keepAlive.refresh();
     }, this.keepAliveMs);
@@ -61,6 +70,7 @@ export class SseWriter implements EventStream {
     this.start();
     if (this.closed || chunk === '') return;
     this.armKeepAlive();
+    if (this.beforeHead) this.headGoesOut();
     if (this.res.write(chunk)) return;
     this.waitingForDrain = true;
     return new Promise<void>((resolve) => {
