@@ -1,10 +1,11 @@
-import crypto from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { AppError } from '../lib/platform/errors.js';
 import { adminPrincipal, secretsEqual, type Principal } from '../lib/platform/api-keys.js';
 import { authenticatePartnerKey } from '../lib/partners/partners.js';
 import { buildRouter, type RouteEnvironment } from './http/route.js';
 import { errorHandler, type ErrorStyle } from './http/errors.js';
+import { beginRequest } from './http/request-context.js';
 import { uploadFolder } from './http/upload-folder.js';
 import { buildOpenApi, type ApiInterface } from './http/openapi.js';
 import { apiMetrics, metricsEndpoint, requestMetrics } from './http/metrics.js';
@@ -13,7 +14,8 @@ import { RequestRateLimiter } from '../lib/platform/rate-limit.js';
 import { knowledgeBaseRoutes } from './knowledge-base/routes.js';
 import { messagingRoutes } from './messaging/routes.js';
 import { quotaKeyRoutes } from './messaging/quota-key-routes.js';
-import { quotaKeyGate } from './messaging/quota-gate.js';
+import { checkQuotaKey, quotaEndpointOf, quotaKeyGate } from './messaging/quota-gate.js';
+import { leanLane } from './http/lean-lane.js';
 import { dialogAnalysisRoutes } from './dialog-analysis/routes.js';
 import { transcriptionRoutes } from './transcription/routes.js';
 import { speechRequestIds, speechRoutes } from './speech/routes.js';
@@ -45,8 +47,6 @@ function authenticator(deps: ApiDeps) {
   };
 }
 
-const requestIdPattern = /^[\w.-]{8,128}$/;
-
 /** The error style of a path that no route answered: the style of the interface that owns its prefix. */
 const pathStyles: Array<[RegExp, ErrorStyle]> = [
   [/^\/v3\//, 'messaging'],
@@ -67,6 +67,11 @@ const pathLimits: PathLimit[] = [
   { prefix: /^\/api\//, apiName: 'knowledge-base', style: 'detail' },
 ];
 
+/** The entry Express gives every request (untyped in @types/express). */
+interface ExpressEntry {
+  handle(req: IncomingMessage, res: ServerResponse, next?: (err?: unknown) => void): void;
+}
+
 export function createApp(deps: ApiDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
@@ -79,20 +84,11 @@ export function createApp(deps: ApiDeps): express.Express {
   // Requests per key per minute on every interface, shared by all replicas (api/http/rate-limits.ts);
   // a key already over its limit is refused here, first of all, before its key is even looked up.
   const limiter = new RequestRateLimiter(deps.db, { onError: (err) => deps.log.warn('rate limit not checked', { error: (err as Error).message }) });
-  app.use(localBlockGate(limiter, deps.config.limits, pathLimits));
+  const blockGate = localBlockGate(limiter, deps.config.limits, pathLimits);
+  app.use(blockGate);
 
   app.use((req: Request, res: Response, next: NextFunction) => {
-    const incoming = req.get('x-request-id');
-    const requestId = incoming && requestIdPattern.test(incoming) ? incoming : crypto.randomUUID();
-    const started = performance.now();
-    res.locals.requestId = requestId;
-    // Where a /v3 request's Server-Timing starts (api/messaging/timing.ts).
-    res.locals.receivedAt = started;
-    res.locals.log = deps.log.child({ request_id: requestId });
-    res.setHeader('X-Request-Id', requestId);
-    res.on('finish', () =>
-      res.locals.log.info('request', { method: req.method, path: req.path, status: res.statusCode, duration_ms: Math.round(performance.now() - started) }),
-    );
+    beginRequest(deps.log, req, res);
     next();
   });
 
@@ -111,7 +107,8 @@ export function createApp(deps: ApiDeps): express.Express {
   // Prometheus metrics: every request counted under its route template; GET /metrics (admin key or METRICS_API_KEY).
   const metrics = apiMetrics(deps);
   const operational = ['/openapi.json', '/api/openapi.json', '/metrics'].map((path) => ({ method: 'get', path }));
-  app.use(requestMetrics(metrics, [...operational, ...interfaces.flatMap((api) => api.routes)]));
+  const countRequest = requestMetrics(metrics, [...operational, ...interfaces.flatMap((api) => api.routes)]);
+  app.use(countRequest);
   app.get('/metrics', metricsEndpoint(deps, metrics));
   const openapi = buildOpenApi(interfaces, serviceVersion, { anonymousLimited: deps.config.limits.anonymousRequestsPerMinute > 0 });
   app.get(['/openapi.json', '/api/openapi.json'], (_req, res) => void res.json(openapi));
@@ -132,6 +129,25 @@ export function createApp(deps: ApiDeps): express.Express {
     router.use(errorHandler(api.errorStyle));
     app.use(router);
   }
+
+  // The /v3 generation routes skip Express when the request is plain (api/http/lean-lane.ts): the
+  // same steps, with the same functions, as the middleware above.
+  const messaging = interfaces.find((api) => api.name === 'messaging')!;
+  const lane = leanLane(messaging.routes, {
+    style: messaging.errorStyle,
+    blockGate,
+    begin: (req, res) => beginRequest(deps.log, req, res),
+    metrics: countRequest,
+    gate: (req, res, route) => checkQuotaKey(deps, req, res, quotaEndpointOf(route.method, route.path)!),
+    rateLimit: interfaceRateLimit(limiter, deps.config.limits, messaging.name, { slots: keySlots, pacer: keyPacer }),
+    trust: app.get('trust proxy fn') as (address: string, hop: number) => boolean,
+    jsonBodyMaxBytes: deps.config.limits.jsonBodyMaxBytes,
+  });
+  // Express's app function calls app.handle for every request (and app.listen serves the app function).
+  const viaExpress = (app as unknown as ExpressEntry).handle.bind(app);
+  (app as unknown as ExpressEntry).handle = (req, res, next) => {
+    if (!lane(req, res)) viaExpress(req, res, next);
+  };
 
   // Anything no interface answered: a JSON 404 in the style of the path's interface.
   app.use((req: Request, _res: Response, next: NextFunction) => next(new AppError('not_found', `no route for ${req.method} ${req.path}`)));

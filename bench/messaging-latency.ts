@@ -34,7 +34,7 @@
  *
  * Environment: BENCH_RUNS (streams per path at 1, default 150), BENCH_ROUNDS (bursts per path at 50
  * and 200, default 8), BENCH_TOKENS, BENCH_TOKEN_MS, BENCH_SKIP_ADMISSIONS=1, BENCH_NO_WRITE=1,
- * BENCH_LEVELS (default 1,50,200), BENCH_CPU_PROFILE=1 (profile the API processes with --cpu-prof and write the profiles' summaries
+ * BENCH_LEVELS (default 1,50,200), BENCH_KEEP=1 (keep the API processes' logs and profiles), BENCH_CPU_PROFILE=1 (profile the API processes with --cpu-prof and write the profiles' summaries
  * as the section `hot-path-profile` instead of the results: profiling slows what it measures).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -497,7 +497,9 @@ async function main() {
     ].join('\n');
     writeSection('messaging-latency', body);
   }
-  fs.rmSync(work, { recursive: true, force: true });
+  // BENCH_KEEP=1 keeps the API processes' logs and profiles for a closer look.
+  if (process.env.BENCH_KEEP) console.log(`kept: ${work}`);
+  else fs.rmSync(work, { recursive: true, force: true });
 }
 
 await main();

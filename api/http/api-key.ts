@@ -9,9 +9,10 @@ import { secretsEqual } from '../../lib/platform/api-keys.js';
  * schemes (`Basic ...`) are not keys. A request that sends two different keys is refused rather
  * than have one silently win: which one was meant cannot be known.
  */
-export function presentedKey(req: Request, queryParameter?: string): string | null {
-  const header = req.get('x-api-key')?.trim() || null;
-  const bearer = /^(?:bearer\s+)?(\S+)\s*$/i.exec(req.get('authorization')?.trim() ?? '')?.[1] ?? null;
+export function presentedKey(req: Pick<Request, 'headers' | 'query'>, queryParameter?: string): string | null {
+  // Node's headers, not Express's req.get: the /v3 lane (api/http/lean-lane.ts) has no Express request.
+  const header = headerText(req.headers['x-api-key'])?.trim() || null;
+  const bearer = /^(?:bearer\s+)?(\S+)\s*$/i.exec(headerText(req.headers.authorization)?.trim() ?? '')?.[1] ?? null;
   if (header && bearer && header !== bearer) {
     throw new AppError('invalid_api_key', 'two different keys were sent (X-API-Key and Authorization); send one');
   }
@@ -23,8 +24,10 @@ export function presentedKey(req: Request, queryParameter?: string): string | nu
   return sent ?? query;
 }
 
+const headerText = (value: string | string[] | undefined) => (Array.isArray(value) ? value.join(', ') : value);
+
 /** The key in a query parameter; the parameter repeated with different values is refused. */
-function queryKey(req: Request, name: string): string | null {
+function queryKey(req: Pick<Request, 'query'>, name: string): string | null {
   const raw = (req.query as Record<string, unknown>)[name];
   const values = (Array.isArray(raw) ? raw : [raw]).filter((v): v is string => typeof v === 'string').map((v) => v.trim()).filter(Boolean);
   if (new Set(values).size > 1) throw new AppError('invalid_api_key', `two different keys were sent (the ${name} query parameter twice); send one`);
@@ -32,7 +35,7 @@ function queryKey(req: Request, name: string): string | null {
 }
 
 /** Whether a request presents the administrator key (a request sending two keys does not). */
-export function presentsAdministratorKey(req: Request, adminApiKey: string): boolean {
+export function presentsAdministratorKey(req: Pick<Request, 'headers' | 'query'>, adminApiKey: string): boolean {
   try {
     const key = presentedKey(req);
     return !!key && secretsEqual(key, adminApiKey);

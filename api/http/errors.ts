@@ -1,4 +1,6 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { NextFunction, Request, Response } from 'express';
+import type { Logger } from '../../lib/platform/logger.js';
 import { MulterError } from 'multer';
 import { AppError } from '../../lib/platform/errors.js';
 import { ServiceUnavailable } from '../../lib/providers/service-unavailable.js';
@@ -97,23 +99,40 @@ export function errorBody(style: ErrorStyle, err: AppError, requestId: string, e
   }
 }
 
+/** A request as the error answer needs it: Express's, or the /v3 lane's plain one (api/http/lean-lane.ts). */
+export type AnsweredRequest = IncomingMessage & { originalUrl: string };
+/** A response with the request's `locals` (its `requestId` and `log`). */
+export type AnsweringResponse = ServerResponse & { locals: Record<string, unknown> };
+
+/** Answers `err` in an interface's style, with Node's own response methods. */
+export function answerError(style: ErrorStyle, err: unknown, req: AnsweredRequest, res: AnsweringResponse): void {
+  const appError = toAppError(err);
+  const log = res.locals.log as Logger | undefined;
+  // 501 is a deliberate answer (a feature this build does not have), not a server fault.
+  if (appError.status >= 500 && appError.status !== 501) log?.error('request failed', { err });
+  else log?.info('request rejected', { status: appError.status, detail: appError.message });
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  // A body refused for its size is not drained: the connection closes after the answer.
+  if (appError.details?.closeConnection === true && !req.complete) closeAfterAnswer(req, res);
+  const retryAfter = appError.details?.retryAfterSeconds;
+  if ((appError.status === 429 || appError.status === 503) && typeof retryAfter === 'number') res.setHeader('Retry-After', String(Math.max(1, Math.ceil(retryAfter))));
+  // The official OpenAI clients retry 429s unless told not to: a lifetime quota never refills.
+  if (appError.details?.retry === false) res.setHeader('x-should-retry', 'false');
+  sendJson(res, statusIn(style, appError), errorBody(style, appError, res.locals.requestId as string, req.originalUrl.split('?')[0]!));
+}
+
+/** A JSON answer as Express's res.json writes it (no ETag: api/app.ts turns them off). */
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.statusCode = status;
+  res.setHeader('Content-Type', 'application/json; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(text));
+  res.end(text);
+}
+
 export function errorHandler(style: ErrorStyle) {
-  return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
-    const appError = toAppError(err);
-    const log = res.locals.log;
-    // 501 is a deliberate answer (a feature this build does not have), not a server fault.
-    if (appError.status >= 500 && appError.status !== 501) log?.error('request failed', { err });
-    else log?.info('request rejected', { status: appError.status, detail: appError.message });
-    if (res.headersSent) {
-      res.destroy();
-      return;
-    }
-    // A body refused for its size is not drained: the connection closes after the answer.
-    if (appError.details?.closeConnection === true && !req.complete) closeAfterAnswer(req, res);
-    const retryAfter = appError.details?.retryAfterSeconds;
-    if ((appError.status === 429 || appError.status === 503) && typeof retryAfter === 'number') res.setHeader('Retry-After', String(Math.max(1, Math.ceil(retryAfter))));
-    // The official OpenAI clients retry 429s unless told not to: a lifetime quota never refills.
-    if (appError.details?.retry === false) res.setHeader('x-should-retry', 'false');
-    res.status(statusIn(style, appError)).json(errorBody(style, appError, res.locals.requestId, req.originalUrl.split('?')[0] ?? req.path));
-  };
+  return (err: unknown, req: Request, res: Response, _next: NextFunction) => answerError(style, err, req, res);
 }

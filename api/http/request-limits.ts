@@ -3,7 +3,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { pipeline, Transform } from 'node:stream';
 import type { Socket } from 'node:net';
-import type { Request, RequestHandler, Response } from 'express';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Request, RequestHandler } from 'express';
 import express from 'express';
 import multer, { MulterError } from 'multer';
 import { AppError } from '../../lib/platform/errors.js';
@@ -127,7 +128,7 @@ const LINGER_MS = 5_000;
  * Node's server ends a `Connection: close` answer with `socket.destroySoon()`; this socket's is
  * replaced (were that to change, the connection would simply close at once, as before).
  */
-export function closeAfterAnswer(req: Request, res: Response): void {
+export function closeAfterAnswer(req: IncomingMessage, res: ServerResponse): void {
   res.setHeader('Connection', 'close');
   const socket = req.socket as Socket & { destroySoon?: () => void };
   socket.destroySoon = function lingeringClose(this: Socket) {

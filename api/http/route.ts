@@ -88,6 +88,12 @@ export interface RouteDefinition<P = unknown, Q = unknown, B = unknown> {
    * Runs after authentication and before the body is read (admission: rate and concurrency
    * limits), so a refused client cannot make the server read or store its upload.
    */
+  /**
+   * Served without Express when the request is a plain JSON POST (api/http/lean-lane.ts): only the
+   * /v3 generation routes, whose cost per request the gateway's benchmarks count. JSON body, no
+   * path or query parameters, quota-key access.
+   */
+  lean?: boolean;
   preflight?(input: { principal: Principal | null; req: Request; res: Response }): Promise<void>;
   responses: Record<number, RouteResponse>;
   handler(input: HandlerInput<P, Q, B>): Promise<Reply>;

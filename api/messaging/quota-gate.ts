@@ -1,4 +1,4 @@
-import express from 'express';
+import express, { type Request, type Response } from 'express';
 import type { ApiDeps } from '../deps.js';
 import { errorHandler, type ErrorStyle } from '../http/errors.js';
 import { presentedKey } from '../http/api-key.js';
@@ -18,6 +18,23 @@ const quotaEndpoints: Array<{ method: 'get' | 'post'; path: string; endpoint: Me
   { method: 'get', path: '/v2/audio/voices', endpoint: 'speech', style: 'speech' },
 ];
 
+/** The quota type a quota-key endpoint needs, by its method and exact path (routes with parameters excluded); null for other paths. */
+export function quotaEndpointOf(method: string, path: string): MessagingEndpoint | MessagingEndpoint[] | null {
+  return quotaEndpoints.find((e) => e.method === method.toLowerCase() && e.path === path)?.endpoint ?? null;
+}
+
+/**
+ * Authenticates the quota key a request presents for `endpoint` and puts its owner in
+ * `res.locals.quotaKey`; throws the refusal (api/http/errors.ts answers it in the interface's style).
+ */
+export async function checkQuotaKey(deps: ApiDeps, req: Pick<Request, 'headers' | 'query'>, res: Pick<Response, 'locals'>, endpoint: MessagingEndpoint | MessagingEndpoint[]): Promise<void> {
+  startTiming(res, deps.config.messaging.serverTiming);
+  const key = await authenticateQuotaKey(deps.db, presentedKey(req), deps.config.messaging.keyCacheSeconds);
+  mark(res, 'authed');
+  assertQuotaType(key, endpoint);
+  res.locals.quotaKey = key;
+}
+
 /**
  * Quota-key authentication of the endpoints quota keys open, before any body is read:
  * `Authorization: Bearer <key>` (preferred) or `X-API-Key`. The key's owner lands in
@@ -28,12 +45,8 @@ export function quotaKeyGate(deps: ApiDeps): express.Router {
   for (const { method, path, endpoint, style } of quotaEndpoints) {
     const refuse = errorHandler(style);
     router[method](path, async (req, res, next) => {
-      startTiming(res, deps.config.messaging.serverTiming);
       try {
-        const key = await authenticateQuotaKey(deps.db, presentedKey(req), deps.config.messaging.keyCacheSeconds);
-        mark(res, 'authed');
-        assertQuotaType(key, endpoint);
-        res.locals.quotaKey = key;
+        await checkQuotaKey(deps, req, res, endpoint);
         next();
       } catch (err) {
         refuse(err, req, res, next);

@@ -66,14 +66,14 @@ export function messagingRoutes(deps: ApiDeps): RouteDefinition[] {
       handler: async ({ req }) => deepHealth(deps, presentsAdministratorKey(req, deps.config.adminApiKey)),
     }),
     defineRoute<unknown, unknown, ChatCompletionBody>({
-      method: 'post', path: '/v3/chat/completions', access: 'quota', summary: 'OpenAI-compatible chat completion (quota key)',
+      method: 'post', path: '/v3/chat/completions', access: 'quota', lean: true, summary: 'OpenAI-compatible chat completion (quota key)',
       description: `${quotaKeyAuth} Needs quota type \`chat\` or \`any\`. \`stream: true\` answers server-sent events (\`data: <chunk>\`, then \`data: [DONE]\`). The character of \`metadata.service\` becomes a system message (with knowledge context when it names a knowledge base); chat completions never carry visibility items.`,
       body: { type: 'json', schema: chatCompletionBody },
       responses: { 200: { description: 'A chat.completion object, or an SSE stream of chat.completion.chunk', content: messagingAnswers.chatCompletion }, ...messagingErrors },
       handler: (input) => generate(input, deps, chatCompletions),
     }),
     defineRoute<unknown, unknown, ResponsesBody>({
-      method: 'post', path: '/v3/responses', access: 'quota', summary: 'OpenAI-compatible responses (quota key), with knowledge visibility items',
+      method: 'post', path: '/v3/responses', access: 'quota', lean: true, summary: 'OpenAI-compatible responses (quota key), with knowledge visibility items',
       description: `${quotaKeyAuth} Needs quota type \`responses\` or \`any\`. For a knowledge-enabled character the output starts with the visibility items of spec 2.4 (\`rs_service_\`, \`fs_service_\`); streamed, the events follow spec section 4.`,
       body: { type: 'json', schema: responsesBody },
       responses: { 200: { description: 'A response object, or an SSE stream of response events', content: messagingAnswers.response }, ...messagingErrors },

@@ -12,14 +12,14 @@ import type { TimingPhase } from '../../lib/messaging/answer.js';
  */
 type Marks = { received?: number; gate: number; authed?: number } & Partial<Record<TimingPhase, number>>;
 
-const marksOf = (res: Response) => res.locals.timing as Marks | undefined;
+const marksOf = (res: Pick<Response, 'locals'>) => res.locals.timing as Marks | undefined;
 
 /** Called by the quota gate as a request arrives; nothing is recorded unless `enabled`. */
-export function startTiming(res: Response, enabled: boolean): void {
+export function startTiming(res: Pick<Response, 'locals'>, enabled: boolean): void {
   if (enabled) res.locals.timing = { received: res.locals.receivedAt as number | undefined, gate: performance.now() } satisfies Marks;
 }
 
-export function mark(res: Response, at: Exclude<keyof Marks, 'gate'>): void {
+export function mark(res: Pick<Response, 'locals'>, at: Exclude<keyof Marks, 'gate'>): void {
   const marks = marksOf(res);
   if (marks) marks[at] = performance.now();
 }
