@@ -7,7 +7,7 @@
  * of output, then serves until SIGTERM.
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { serveProxy } from './serve-proxy.js';
 
 const upstream = new URL(process.env.BENCH_PROVIDER_URL!.replace(/\/?$/, '/'));
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1024, maxFreeSockets: 1024, scheduling: 'lifo' });
@@ -24,11 +24,4 @@ const server = http.createServer((req, res) => {
   });
   req.pipe(forward);
 });
-server.keepAliveTimeout = 120_000;
-server.listen(0, '127.0.0.1', () => {
-  process.stdout.write(`${JSON.stringify({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })}\n`);
-});
-process.on('SIGTERM', () => {
-  server.closeAllConnections();
-  server.close(() => process.exit(0));
-});
+serveProxy(server);

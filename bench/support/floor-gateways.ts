@@ -13,9 +13,9 @@
  */
 import fs from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import express from 'express';
 import pg from 'pg';
+import { serveProxy } from './serve-proxy.js';
 
 const upstream = new URL(process.env.BENCH_PROVIDER_URL!.replace(/\/?$/, '/'));
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1024, maxFreeSockets: 1024, scheduling: 'lifo' });
@@ -87,11 +87,4 @@ function leanFloor(): http.RequestListener {
 }
 
 const server = http.createServer(floor === 'express' ? expressFloor() : floor === 'lean' ? leanFloor() : (() => { throw new Error('BENCH_FLOOR must be express or lean'); })());
-server.keepAliveTimeout = 120_000;
-server.listen(0, '127.0.0.1', () => {
-  process.stdout.write(`${JSON.stringify({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` })}\n`);
-});
-process.on('SIGTERM', () => {
-  server.closeAllConnections();
-  server.close(() => process.exit(0));
-});
+serveProxy(server);
