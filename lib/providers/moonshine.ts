@@ -5,8 +5,9 @@
  *
  * - The model is loaded once per process, on first use, and shared; at most `concurrency` runs at
  *   once, each on `threads` CPU threads (TRANSCRIPTION_LOCAL_*, docs/transcription-engine.md).
- * - A segment is cut in its pauses into stretches of at most ~25 s (the model was trained on
- *   utterances up to 30 s and drifts on longer ones); silent stretches are not sent to the model.
+ * - A segment is cut in its pauses into stretches of at most 15 s (the model was trained on
+ *   utterances up to 30 s and drifts on longer ones; a run's memory grows with its stretch); silent
+ *   stretches are not sent to the model.
  *   Inside a stretch, pauses longer than 0.6 s are shortened to 0.6 s before the model hears them:
  *   a sound (a click, a beep, a breath) followed by a second or more of silence makes the model
  *   answer nothing at all for the speech that follows (measured: docs/transcription-engine.md).
@@ -25,7 +26,6 @@ import { access } from 'node:fs/promises';
 import * as ort from 'onnxruntime-node';
 import llamaTokenizer from 'llama-tokenizer-js';
 import { frameLevels, quietRuns, silenceThreshold, type Levels } from '../audio/levels.js';
-import { planSegments } from '../audio/segments.js';
 import { readWavSamples } from '../audio/wav.js';
 import { spreadWordTimes } from '../audio/word-times.js';
 import { Semaphore } from '../platform/semaphore.js';
@@ -38,6 +38,13 @@ export interface MoonshineOptions {
   threads?: number;
   /** Model runs at once (default 1). */
   concurrency?: number;
+  /**
+   * Longest stretch of audio one model run hears, in seconds (default MAX_STRETCH_SECONDS); stretches
+   * are cut in pauses near TARGET_STRETCH_SHARE of it. A run's memory grows with its stretch.
+   */
+  maxStretchSeconds?: number;
+  /** onnxruntime session options over the engine's own, per model (for measurements: bench/transcription-memory.ts). */
+  session?: { encoder?: ort.InferenceSession.SessionOptions; decoder?: ort.InferenceSession.SessionOptions };
 }
 
 const SAMPLE_RATE = 16_000;
@@ -47,9 +54,16 @@ const EOS = 2;
 const LAYERS = 8;
 const HEADS = 8;
 const HEAD_DIM = 52;
-/** Stretches given to the model: cut in a pause near the target, never longer than the maximum. */
-const TARGET_STRETCH_SECONDS = 15;
-const MAX_STRETCH_SECONDS = 25;
+/**
+ * Stretches given to the model: cut in a pause near the target (this share of the maximum), never
+ * longer than the maximum. A run's memory grows with its stretch (the encoder's attention over all
+ * its frames, the cross-attention's keys and values): measured with two runs at once on speech
+ * without pauses, the engine took 466 MB at 25 s, 423 MB at 20 s and 372 MB at 15 s (goal: under
+ * 500 MB), with the same WER on speech with pauses (bench/transcription-memory.ts,
+ * docs/transcription-engine.md#memory).
+ */
+const MAX_STRETCH_SECONDS = 15;
+const TARGET_STRETCH_SHARE = 0.6;
 /** Silence kept around the speech of a stretch. */
 const STRETCH_PAD_SECONDS = 0.25;
 /**
@@ -125,8 +139,14 @@ export class MoonshineEngine implements SpeechToTextEngine {
       });
     }
     const threads = this.options.threads ?? 1;
-    const session: ort.InferenceSession.SessionOptions = { intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all' };
-    const [encoder, decoder] = await Promise.all([ort.InferenceSession.create(file('encoder_model.onnx'), session), ort.InferenceSession.create(file('decoder_model_merged.onnx'), session)]);
+    // No memory pattern: it plans one block per input shape and only uses it from the second run of
+    // that shape on, so the arena holds both layouts; stretches rarely repeat a length. Off, the
+    // engine took 30 MB less at the same speed (bench/transcription-memory.ts).
+    const session: ort.InferenceSession.SessionOptions = { intraOpNumThreads: threads, interOpNumThreads: 1, executionMode: 'sequential', graphOptimizationLevel: 'all', enableMemPattern: false };
+    const [encoder, decoder] = await Promise.all([
+      ort.InferenceSession.create(file('encoder_model.onnx'), { ...session, ...this.options.session?.encoder }),
+      ort.InferenceSession.create(file('decoder_model_merged.onnx'), { ...session, ...this.options.session?.decoder }),
+    ]);
     return { encoder, decoder };
   }
 
@@ -139,7 +159,8 @@ export class MoonshineEngine implements SpeechToTextEngine {
     const threshold = silenceThreshold(levels);
     if (threshold.silent) return { text: '', words: [] };
     const pauses = quietRuns(levels, threshold.noiseDb, 0.3);
-    const stretches = planSegments({ durationSeconds: duration, pauses, targetSeconds: TARGET_STRETCH_SECONDS, maxSeconds: MAX_STRETCH_SECONDS });
+    const maxStretch = this.options.maxStretchSeconds ?? MAX_STRETCH_SECONDS;
+    const stretches = planStretches(levels, duration, pauses, maxStretch * TARGET_STRETCH_SHARE, maxStretch);
     const longPauses = quietRuns(levels, threshold.noiseDb, MAX_MODEL_PAUSE_SECONDS);
     const boosts = boostSequences(req.boostedWords ?? []);
 
@@ -350,6 +371,34 @@ function modelInput(samples: Int16Array, from: number, to: number, pauses: Reado
   let o = 0;
   for (const [a, b] of ranges) for (let i = a; i < b; i++) audio[o++] = samples[i]! / 32768;
   return audio;
+}
+
+/**
+ * Consecutive stretches covering [0, duration]: each cut in the middle of the pause nearest to
+ * start + target among those in [start + target / 2, start + max]; where the speaker never paused
+ * that long, in the quietest 20 ms frame of that window (a gap between words, most often) rather
+ * than at the maximum itself, which would cut a word in two.
+ */
+function planStretches(levels: Levels, duration: number, pauses: ReadonlyArray<{ start: number; end: number }>, target: number, max: number): Array<{ start: number; end: number }> {
+  const f = levels.frameSeconds;
+  const middles = pauses.map((p) => (p.start + p.end) / 2);
+  const stretches: Array<{ start: number; end: number }> = [];
+  let start = 0;
+  while (duration - start > max) {
+    const from = start + target / 2;
+    const to = start + max;
+    const inPause = middles.filter((m) => m >= from && m <= to).sort((a, b) => Math.abs(a - start - target) - Math.abs(b - start - target))[0];
+    let cut = inPause;
+    if (cut === undefined) {
+      let quietest = Math.floor(to / f) - 1;
+      for (let i = Math.ceil(from / f); i < Math.min(levels.db.length, Math.floor(to / f)); i++) if (levels.db[i]! < levels.db[quietest]!) quietest = i;
+      cut = Math.min(to, (quietest + 0.5) * f);
+    }
+    stretches.push({ start, end: cut });
+    start = cut;
+  }
+  stretches.push({ start, end: Math.max(start, duration) });
+  return stretches;
 }
 
 /** Where speech begins and ends in [from, to), or null when the stretch is silent. */
