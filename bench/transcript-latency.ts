@@ -23,44 +23,15 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { testStack } from '../test/support/stack.js';
-import { libraryPassage } from '../test/support/audio.js';
 import { MoonshineEngine } from '../lib/providers/moonshine.js';
 import { setting } from '../lib/platform/config.js';
 import { machine, median, newPartnerKey, startApiProcess, startBenchStack, startWorker, stopTestStack, writeSection } from './audio-system.js';
+import { longRecording } from './transcription-recording.js';
 
 const run = promisify(execFile);
 const runs = Number(process.env.BENCH_RUNS ?? 3);
 const sentenceCount = Number(process.env.BENCH_SENTENCES ?? 45);
 const engine = new MoonshineEngine({ modelDir: setting(process.env, 'TRANSCRIPTION_LOCAL_MODEL_DIR') ?? '', threads: 1, concurrency: 1 });
-
-const base = [
-  ...libraryPassage,
-  'Most of the money for the party comes from a small charity run by former teachers.',
-  'A new bus line will stop right in front of the main door from next month.',
-  'The old card catalogue is kept in the basement as a piece of local history.',
-];
-
-async function recording(dir: string): Promise<string> {
-  const parts: string[] = [];
-  for (let i = 0; i < sentenceCount; i++) {
-    const wav = path.join(dir, `s${i}.wav`);
-    const child = execFile('text2wave', ['-eval', '(voice_cmu_us_slt_arctic_hts)', '-o', wav]);
-    child.stdin!.end(base[i % base.length]);
-    await new Promise((resolve, reject) => child.once('exit', (code) => (code === 0 ? resolve(null) : reject(new Error(`text2wave ${code}`)))));
-    parts.push(wav);
-  }
-  const list = path.join(dir, 'list.txt');
-  const padded: string[] = [];
-  for (const [i, p] of parts.entries()) {
-    const out = path.join(dir, `p${i}.wav`);
-    await run('ffmpeg', ['-nostdin', '-loglevel', 'error', '-y', '-i', p, '-af', 'aresample=16000,apad=pad_dur=0.8', '-ac', '1', out]);
-    padded.push(out);
-  }
-  fs.writeFileSync(list, padded.map((p) => `file '${p}'`).join('\n'));
-  const mp3 = path.join(dir, 'recording.mp3');
-  await run('ffmpeg', ['-nostdin', '-loglevel', 'error', '-y', '-f', 'concat', '-safe', '0', '-i', list, '-c:a', 'libmp3lame', '-b:a', '64k', mp3]);
-  return mp3;
-}
 
 async function direct(mp3: string, dir: string): Promise<number> {
   const wav = path.join(dir, 'direct.wav');
@@ -96,10 +67,7 @@ async function main() {
   const startedAt = new Date();
   await startBenchStack();
   try {
-    // The recording depends only on the text: kept between runs.
-    const cached = path.join(os.tmpdir(), `bench-transcript-recording-${sentenceCount}.mp3`);
-    if (!fs.existsSync(cached)) fs.copyFileSync(await recording(dir), cached);
-    const mp3 = cached;
+    const mp3 = await longRecording(sentenceCount);
     const duration = Number((await run('ffprobe', ['-v', 'error', '-show_entries', 'format=duration', '-of', 'csv=p=0', mp3])).stdout.trim());
     const loadBefore = machine();
     const worker = await startWorker({ AUDIO_WORKER_MAX_ACTIVITIES: '2' });
@@ -138,7 +106,7 @@ async function main() {
         '|---|---:|---:|---:|---:|---:|',
         ...rows,
         '',
-        'Reading: the service does more than the direct run: it probes the file, decodes it once to 16 kHz WAV, measures its levels and runs silencedetect (a second decode), cuts it into segments at pauses (each a WAV of its own in storage), hands each segment to the Moonshine engine of the worker (loaded once per worker), and records every step in PostgreSQL and Temporal; the client polls every 100 ms. With two segments in flight, the two cores recognise two segments at once (TRANSCRIPTION_LOCAL_CONCURRENCY 2), which the single direct run cannot.',
+        'Reading: the service does more than the direct run: it probes the file, decodes it once to 16 kHz WAV, measures its levels and runs silencedetect (a second decode), cuts it into segments at pauses (each a WAV of its own in storage), hands each segment to the Moonshine engine of the worker (loaded once per worker), and records every step in PostgreSQL and Temporal; the client polls every 100 ms. With two segments in flight the worker has two model runs in progress (TRANSCRIPTION_LOCAL_CONCURRENCY 2), but they take turns on one core: onnxruntime-node runs each model call on the JavaScript thread of the process, so a second segment in flight buys no speed (docs/transcription-engine.md, Threads, concurrency and memory).',
       ].join('\n'),
     );
   } finally {
