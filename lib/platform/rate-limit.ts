@@ -179,6 +179,9 @@ export class RequestRateLimiter {
   private readonly schedules = new Map<string, KeySchedule>();
   private readonly maxKeys: number;
   private readonly unconfirmedShare: number;
+  /** Decisions asked for and not answered yet, and who waits for there to be none (`decided`). */
+  private undecided = 0;
+  private readonly onDecided: Array<() => void> = [];
 
   constructor(
     private readonly db: Db,
@@ -186,6 +189,11 @@ export class RequestRateLimiter {
   ) {
     this.maxKeys = options.maxBlockedKeys ?? 100_000;
     this.unconfirmedShare = options.unconfirmedShare ?? 0.1;
+  }
+
+  /** Resolves once every decision asked for so far has been answered (a request let through at once is decided after it). */
+  decided(): Promise<void> {
+    return this.undecided === 0 ? Promise.resolve() : new Promise((resolve) => this.onDecided.push(resolve));
   }
 
   /** Whether this process refuses any client locally right now (a Map size check: free while nobody floods). */
@@ -261,6 +269,7 @@ export class RequestRateLimiter {
     const atOnce = room && (schedule.answer?.reserved ?? 0) === 0 && schedule.unconfirmed < unconfirmedCap;
 
     schedule.pending++;
+    this.undecided++;
     if (atOnce) schedule.unconfirmed++;
     const decide = () =>
       deciders(this.db)
@@ -281,6 +290,7 @@ export class RequestRateLimiter {
         .finally(() => {
           schedule.pending--;
           if (atOnce) schedule.unconfirmed--;
+          if (--this.undecided === 0) for (const resolve of this.onDecided.splice(0)) resolve();
         });
     // Decided after the work this turn started (a request let through at once: its body, its
     // provider call), so the statement costs its time to first byte nothing; every request of the

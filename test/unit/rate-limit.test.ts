@@ -131,6 +131,8 @@ describe('rate limits', () => {
       const limiter = new RequestRateLimiter(db);
       const key = `test:${crypto.randomUUID()}`;
       assert.deepEqual(await limiter.consume(key, 100, as), { allowed: true });
+      // Let through at once, it is decided just after: its answer is what the process knows of the key.
+      await limiter.decided();
       const release = await lockSchedule(key);
       const pending = Array.from({ length: 15 }, () => limiter.consume(key, 100, as));
       const done = settled(pending);
@@ -139,6 +141,7 @@ describe('rate limits', () => {
       await release();
       const decisions = await Promise.all(pending);
       assert.ok(decisions.every((d) => d.allowed));
+      await limiter.decided();
       // Every request moved the schedule by one turn (36 s each).
       const [row] = await db.$queryRaw<Array<{ turns: number }>>`SELECT round(extract(epoch FROM tat - now()) / 36)::int AS turns FROM rate_limit_schedules WHERE key = ${key}`;
       assert.equal(row?.turns, 16, 'every request decided in Postgres');
@@ -159,6 +162,7 @@ describe('rate limits', () => {
       const limiter = new RequestRateLimiter(db);
       const key = `test:${crypto.randomUUID()}`;
       for (let i = 0; i < 10; i++) assert.equal((await limiter.consume(key, 10, as)).allowed, true, `request ${i + 1}`);
+      await limiter.decided();
       const release = await lockSchedule(key);
       const last = limiter.consume(key, 10, as);
       const done = settled([last]);
@@ -185,6 +189,7 @@ describe('rate limits', () => {
         const a = new RequestRateLimiter(db);
         const b = new RequestRateLimiter(other);
         for (let i = 0; i < 20; i++) assert.equal((await a.consume(key, 20, as)).allowed, true);
+        await a.decided();
         const decisions: RateDecision[] = await Promise.all(Array.from({ length: 10 }, () => b.consume(key, 20, as)));
         assert.ok(decisions.filter((d) => d.allowed).length <= 2, JSON.stringify(decisions));
         assert.equal((await b.consume(key, 20, as)).allowed, false, 'then refused');
