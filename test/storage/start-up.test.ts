@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { freePort, repoRoot, startObjectStore, type ObjectStoreProcess } from '../../scripts/stack.js';
 import { systemEnv, testStack } from '../support/stack.js';
@@ -70,14 +71,20 @@ describe('object store settings checked at start', function () {
     // worker's own start takes ~2 s before its check).
     let store: ObjectStoreProcess | null = await startObjectStore(storeOptions);
     await store.stop();
+    // The port is held while the store is down, so that no server of another lane takes it in the
+    // meantime (one that never answers hung this test); the worker finds its connections closed.
+    const placeholder = net.createServer((socket) => socket.destroy());
+    await new Promise<void>((resolve) => placeholder.listen(port, '127.0.0.1', resolve));
     const worker = startWorker({ STORAGE_URL: 's3://late-bucket/files', S3_ENDPOINT: `http://127.0.0.1:${port}` });
     worker.catch(() => undefined);
     try {
       await new Promise((r) => setTimeout(r, 4_000));
+      await new Promise((resolve) => placeholder.close(resolve));
       store = await startObjectStore(storeOptions);
       const running = await worker;
       assert.equal(running.child.exitCode, null, 'the worker runs');
     } finally {
+      if (placeholder.listening) placeholder.close();
       await worker.then((w) => w.kill(), () => undefined);
       await store?.stop();
       fs.rmSync(dataDir, { recursive: true, force: true });
