@@ -106,6 +106,12 @@ class Escrows {
     if (demand) await this.retire(quotaKeyId, demand, false);
   }
 
+  /** What this process's slice of a key can still lend now (0: no slice, or its period is over). */
+  lendable(quotaKeyId: string): number {
+    const slice = this.keys.get(quotaKeyId)?.slice;
+    return slice && performance.now() < slice.drawUntil ? slice.free : 0;
+  }
+
   /** Gives back what is left of every slice (graceful shutdown). */
   async returnAll(): Promise<void> {
     await Promise.all([...this.keys.entries()].map(([keyId, d]) => this.retire(keyId, d, false)));
@@ -193,6 +199,11 @@ export async function holdOnKey(db: Db, log: Logger, settings: EscrowSettings, r
   }
   escrow.considerSlice(req.quotaKeyId);
   return hold;
+}
+
+/** Tokens this process can lend from its slice of a key right now (a slice's row exists a round trip before it lends). */
+export function lendableOnKey(db: Db, quotaKeyId: string): number {
+  return escrowsOf.get(db)?.lendable(quotaKeyId) ?? 0;
 }
 
 /** The revoking process draws no more on the key. */
