@@ -5,7 +5,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { freePort, repoRoot, startObjectStore, type ObjectStoreProcess } from '../../scripts/stack.js';
 import { systemEnv, testStack } from '../support/stack.js';
-import { startWorker } from '../support/system.js';
+import { isolatedSystemEnv, startWorker } from '../support/system.js';
 
 /**
  * Bad object-store settings stop both entry points before they serve, with exit code 78 and a
@@ -75,7 +75,10 @@ describe('object store settings checked at start', function () {
     // meantime (one that never answers hung this test); the worker finds its connections closed.
     const placeholder = net.createServer((socket) => socket.destroy());
     await new Promise<void>((resolve) => placeholder.listen(port, '127.0.0.1', resolve));
-    const worker = startWorker({ STORAGE_URL: 's3://late-bucket/files', S3_ENDPOINT: `http://127.0.0.1:${port}` });
+    // A database and task queues of its own: on the lane's, the worker could take up another test's
+    // leftover work, and its graceful stop would then wait for that (it hung past the timeout).
+    const isolated = await isolatedSystemEnv('late_store');
+    const worker = startWorker({ ...isolated.env, TEMPORAL_AUDIO_TASK_QUEUE: `${isolated.env.TEMPORAL_TASK_QUEUE}-audio`, STORAGE_URL: 's3://late-bucket/files', S3_ENDPOINT: `http://127.0.0.1:${port}` });
     worker.catch(() => undefined);
     try {
       await new Promise((r) => setTimeout(r, 4_000));
@@ -87,6 +90,7 @@ describe('object store settings checked at start', function () {
       if (placeholder.listening) placeholder.close();
       await worker.then((w) => w.kill(), () => undefined);
       await store?.stop();
+      await isolated.drop();
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
   });
