@@ -66,9 +66,9 @@ export class SseWriter implements EventStream {
   }
 
   /** Nothing once the chunk is handed to the socket or buffered below the high-water mark; else a promise of the drain. */
-  write(chunk: string): Promise<void> | void {
+  write(chunk: string | Buffer): Promise<void> | void {
     this.start();
-    if (this.closed || chunk === '') return;
+    if (this.closed || chunk.length === 0) return;
     this.armKeepAlive();
     if (this.beforeHead) this.headGoesOut();
     if (this.res.write(chunk)) return;

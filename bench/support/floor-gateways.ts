@@ -4,8 +4,9 @@
  * split into what no gateway escapes and what is ours. BENCH_FLOOR picks one:
  * - `express`: the bare proxy inside Express, with as many middleware layers before the route as
  *   api/app.ts puts before a /v3 route, the JSON body parsed (express.json) and serialised again
- *   for the provider, and the stream relayed as /v3 relays it (text, events split, the usage
- *   chunk parsed). No key, no admission, no accounting.
+ *   for the provider, and the stream relayed as /v3 relays it (pieces with nothing to read as
+ *   their bytes, the others as text, events split, the usage chunk parsed). No key, no
+ *   admission, no accounting.
  * - `lean`: no framework at all, and the work every metered gateway must do per stream: the body
  *   read and parsed, one PostgreSQL round trip before the provider is called (the hold) and one
  *   after the stream ends (the settlement), the stream relayed as above, one log line per request.
@@ -13,6 +14,7 @@
  */
 import fs from 'node:fs';
 import http from 'node:http';
+import { StringDecoder } from 'node:string_decoder';
 import express from 'express';
 import pg from 'pg';
 import { serveProxy } from './serve-proxy.js';
@@ -24,16 +26,25 @@ const floor = process.env.BENCH_FLOOR;
 const LAYERS_BEFORE_V3 = 9;
 const carriesUsage = /"usage"\s*:\s*\{/;
 
-/** Forwards `body` to the provider and relays its events as /v3 does: split, usage read, re-joined as text. */
+const USAGE = Buffer.from('"usage"');
+
+/**
+ * Forwards `body` to the provider and relays its events as /v3 relays them: a piece of whole events
+ * with no usage in it passes as its bytes; any other is split into events as text, the usage read.
+ */
 function relay(res: http.ServerResponse, body: Record<string, unknown>, onEnd: () => void) {
   const payload = Buffer.from(JSON.stringify({ ...body, stream_options: { include_usage: true } }));
   const headers = { 'content-type': 'application/json', 'content-length': payload.length, accept: 'text/event-stream' };
   const call = http.request(new URL('chat/completions', upstream), { method: 'POST', agent, headers }, (answer) => {
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache, no-transform' });
-    answer.setEncoding('utf8');
+    const decoder = new StringDecoder('utf8');
     let pending = '';
-    answer.on('data', (chunk: string) => {
-      const text = pending + chunk;
+    answer.on('data', (piece: Buffer) => {
+      if (pending === '' && piece.at(-1) === 10 && piece.at(-2) === 10 && !piece.includes(USAGE) && !piece.includes('[DONE]')) {
+        res.write(piece);
+        return;
+      }
+      const text = pending + decoder.write(piece);
       let out = '';
       let start = 0;
       for (let end = text.indexOf('\n\n'); end >= 0; end = text.indexOf('\n\n', start)) {

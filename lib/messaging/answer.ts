@@ -13,10 +13,10 @@ export interface EventStream {
   /** Sets the stream up; its head goes out with the first write, or at once with `flush`. */
   start(flush?: boolean): void;
   /**
-   * SSE text as it is. Answers a promise only when the client must read first (resolved once it
-   * has), nothing when the text is handed on: a relay pays no promise per chunk.
+   * SSE text (or its UTF-8 bytes) as it is. Answers a promise only when the client must read first
+   * (resolved once it has), nothing when the text is handed on: a relay pays no promise per chunk.
    */
-  write(text: string): Promise<void> | void;
+  write(text: string | Buffer): Promise<void> | void;
   /** `event: <type>` + `data: <json>`: the responses stream format. */
   event(type: string, data: unknown): Promise<void>;
   /** `data: <json>` (or a string as it is): the chat-completions stream format. */

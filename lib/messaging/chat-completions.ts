@@ -3,7 +3,7 @@ import { callAdmitted, chatOutputLimit, otherModelInput, planAdmission, settle }
 import { lastUserText, logFallback, splitRequest, type GenerationContext, type GenerationOutcome } from './generation.js';
 import { composeInstructions, retrieveKnowledge } from './knowledge.js';
 import { inputJson, tokensUsed } from './quota.js';
-import { relayBatches, renderChatChunks, type ChatRelayState } from './relay.js';
+import { chatPiecePasses, relayBatches, renderChatChunks, type ChatRelayState } from './relay.js';
 import { resolveCharacter } from './service-metadata.js';
 import { isClientAbort, providerCalls, toUpstreamError, upstreamClient, withFallback, type ChatCompletionBody } from './upstream.js';
 
@@ -52,7 +52,7 @@ export async function chatCompletions(ctx: GenerationContext, body: ChatCompleti
   out.start();
   const relay: ChatRelayState = { usage: null, finished: false };
   try {
-    await relayBatches(out, stream, (batch) => renderChatChunks(batch, clientWantsUsage, relay));
+    await relayBatches(out, stream, (batch) => renderChatChunks(batch, clientWantsUsage, relay), (piece) => chatPiecePasses(piece, relay));
     if (!out.closed) {
       // A stream that stops before its answer did (the connection closed cleanly mid-answer) must
       // not end in [DONE], which tells the client the answer is whole.

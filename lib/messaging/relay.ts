@@ -22,11 +22,13 @@ class RelayFailure extends Error {
 
 /**
  * Writes each batch of provider events as `render` makes it, until the provider's stream or the
- * client's ends. A failure inside a batch relays the events before it, then throws the failure.
+ * client's ends; a piece of whole events that `passable` accepts (nothing in it to read or change)
+ * is written as the provider's bytes. A failure inside a batch relays the events before it, then
+ * throws the failure.
  */
-export async function relayBatches(out: EventStream, batches: EventBatches, render: (batch: RawStreamEvent[]) => string): Promise<void> {
+export async function relayBatches(out: EventStream, batches: EventBatches, render: (batch: RawStreamEvent[]) => string, passable?: (piece: Buffer) => boolean): Promise<void> {
   try {
-    await batches.forEach((batch) => out.write(render(batch)), () => out.closed);
+    await batches.forEach((batch) => out.write(Buffer.isBuffer(batch) ? batch : render(batch)), () => out.closed, passable);
   } catch (caught) {
     if (!(caught instanceof RelayFailure)) throw caught;
     if (caught.relayed) await out.write(caught.relayed);
@@ -36,6 +38,25 @@ export async function relayBatches(out: EventStream, batches: EventBatches, rend
 
 const carriesUsage = /"usage"\s*:\s*\{/;
 const namesFinishReason = /"finish_reason"\s*:\s*"/;
+
+const ERROR_KEY = Buffer.from('"error"');
+const EVENT_LINE = Buffer.from('event:');
+const USAGE_KEY = Buffer.from('"usage"');
+const FINISH_KEY = Buffer.from('"finish_reason"');
+const isJsonSpace = (byte: number | undefined) => byte === 32 || byte === 10 || byte === 13 || byte === 9;
+
+/** Whether `key` appears in `piece` with a value that starts with `opener` (`"usage": {`, not `"usage": null`). */
+function opensValue(piece: Buffer, key: Buffer, opener: number): boolean {
+  for (let at = piece.indexOf(key); at >= 0; at = piece.indexOf(key, at + 1)) {
+    let i = at + key.length;
+    while (isJsonSpace(piece[i])) i++;
+    if (piece[i] !== 58 /* : */) continue;
+    i++;
+    while (isJsonSpace(piece[i])) i++;
+    if (piece[i] === opener) return true;
+  }
+  return false;
+}
 
 /** What a chat stream's relay learnt: the usage to charge, and whether the answer finished. */
 export interface ChatRelayState {
@@ -69,6 +90,16 @@ export function renderChatChunks(batch: RawStreamEvent[], clientWantsUsage: bool
     out += `data: ${e.data}\n\n`;
   }
   return out;
+}
+
+/**
+ * Whether a piece of chat chunks may pass as the provider's bytes: none of them may be an error,
+ * carry the usage, or (until the answer has finished) name a finish reason: the bytes are searched
+ * for what `renderChatChunks` reads. A passed piece keeps the provider's spelling of its lines
+ * (comments, `data:` without a space), which every SSE reader takes alike.
+ */
+export function chatPiecePasses(piece: Buffer, relay: ChatRelayState): boolean {
+  return !piece.includes(ERROR_KEY) && !piece.includes(EVENT_LINE) && !opensValue(piece, USAGE_KEY, 123 /* { */) && (relay.finished || !opensValue(piece, FINISH_KEY, 34 /* " */));
 }
 
 const sequenceNumber = /"sequence_number"\s*:\s*(\d+)/;
@@ -111,6 +142,44 @@ export function renderResponseEvents(batch: RawStreamEvent[], relay: ResponseRel
     out += `event: ${type}\ndata: ${e.data}\n\n`;
   }
   return out;
+}
+
+const ERROR_WORD = Buffer.from('error');
+const EVENT_START = Buffer.from('\n\nevent:');
+const SEQUENCE_KEY = Buffer.from('"sequence_number"');
+const FINAL_EVENT_NAMES = [...FINAL_RESPONSE_EVENTS].map((name) => Buffer.from(name));
+
+/**
+ * Whether a piece of response events may pass as the provider's bytes: every event names its type
+ * in an `event:` line, none is or may be an error or ends the response. Its last sequence number
+ * is recorded, as `renderResponseEvents` would have.
+ */
+export function responsePiecePasses(piece: Buffer, relay: ResponseRelayState): boolean {
+  if (!piece.subarray(0, 6).equals(EVENT_LINE) || piece.includes(ERROR_WORD) || FINAL_EVENT_NAMES.some((name) => piece.includes(name))) return false;
+  let events = 1;
+  for (let at = piece.indexOf(EVENT_START); at >= 0; at = piece.indexOf(EVENT_START, at + 2)) events++;
+  // Every blank line but the last must be followed by an `event:` line (the piece ends in one).
+  let blanks = 0;
+  for (let at = piece.indexOf('\n\n'); at >= 0; at = piece.indexOf('\n\n', at + 2)) blanks++;
+  if (events !== blanks) return false;
+  const seq = lastNumberOf(piece, SEQUENCE_KEY);
+  if (seq !== null) relay.last = seq;
+  return true;
+}
+
+/** The number after the last `key:` in `piece`, or null. */
+function lastNumberOf(piece: Buffer, key: Buffer): number | null {
+  const at = piece.lastIndexOf(key);
+  if (at < 0) return null;
+  let i = at + key.length;
+  while (isJsonSpace(piece[i])) i++;
+  if (piece[i] !== 58 /* : */) return null;
+  i++;
+  while (isJsonSpace(piece[i])) i++;
+  let value = 0;
+  const start = i;
+  for (; piece[i]! >= 48 && piece[i]! <= 57; i++) value = value * 10 + piece[i]! - 48;
+  return i > start ? value : null;
 }
 
 /** The knowledge search of a streamed answer failed: no model was asked. */

@@ -5,7 +5,7 @@ import { callAdmitted, otherModelInput, planAdmission, settle, type Admission, t
 import { lastUserText, logFallback, splitRequest, type GenerationContext, type GenerationOutcome, type ModelChoice } from './generation.js';
 import { composeInstructions, isServiceItem, retrieveKnowledge, visibilityItems, type KnowledgeContext } from './knowledge.js';
 import { inputJson, tokensUsed, type QuotaHold } from './quota.js';
-import { FINAL_RESPONSE_EVENTS, KnowledgeSearchFailed, relayBatches, renderResponseEvents, responseStreamError, STREAM_CUT_SHORT, type ResponseRelayState } from './relay.js';
+import { FINAL_RESPONSE_EVENTS, KnowledgeSearchFailed, relayBatches, renderResponseEvents, responsePiecePasses, responseStreamError, STREAM_CUT_SHORT, type ResponseRelayState } from './relay.js';
 import { providerResponseId, recordResponseAlias, SERVICE_RESPONSE_PREFIX } from './response-aliases.js';
 import { resolveCharacter, type Character } from './service-metadata.js';
 import { isClientAbort, providerCalls, upstreamClient, withFallback, type ProviderUsage, type ResponsesBody } from './upstream.js';
@@ -84,7 +84,7 @@ async function passThroughStream(ctx: GenerationContext, client: Client, forward
   out.start();
   const relay: ResponseRelayState = { usage: null, last: 0, ended: false };
   try {
-    await relayBatches(out, stream, (batch) => renderResponseEvents(batch, relay));
+    await relayBatches(out, stream, (batch) => renderResponseEvents(batch, relay), (piece) => responsePiecePasses(piece, relay));
     if (!out.closed && !relay.ended) throw new ProviderAnswerError(STREAM_CUT_SHORT);
   } catch (err) {
     if (!isClientAbort(err)) await out.event('error', responseStreamError(err, models.model, relay.last + 1, ctx.log));

@@ -1,5 +1,6 @@
 import http from 'node:http';
 import https from 'node:https';
+import { StringDecoder } from 'node:string_decoder';
 
 /**
  * The OpenAI-compatible HTTP API, spoken directly for pass-through calls (the messaging gateway):
@@ -57,8 +58,11 @@ export interface StreamEvent {
 /** A stream's events in batches; once they are read, `sawDone` says whether `[DONE]` ended them (a chat stream's end). */
 export interface EventBatches extends AsyncIterable<RawStreamEvent[]> {
   readonly sawDone: boolean;
-  /** The batches pushed to `onBatch` (a relay's way: no promise per read); see `forEachBatch`. */
-  forEach(onBatch: (batch: RawStreamEvent[]) => Promise<void> | void, stop: () => boolean): Promise<void>;
+  /**
+   * The batches pushed to `onBatch` (a relay's way: no promise per read); see `forEachBatch`.
+   * With `passable`, a piece of whole events that it accepts arrives as its bytes, unparsed.
+   */
+  forEach(onBatch: (batch: RawStreamEvent[] | Buffer) => Promise<void> | void, stop: () => boolean, passable?: (piece: Buffer) => boolean): Promise<void>;
 }
 
 /** An event of a stream as it arrived: its `event:` name (or null) and its data's text, not parsed. */
@@ -103,7 +107,7 @@ export class OpenAiHttp {
     const end = { done: false };
     return {
       [Symbol.asyncIterator]: () => readEventBatches(res, end),
-      forEach: (onBatch, stop) => forEachBatch(res, end, onBatch, stop),
+      forEach: (onBatch, stop, passable) => forEachBatch(res, end, onBatch, stop, passable),
       get sawDone() {
         return end.done;
       },
@@ -242,16 +246,37 @@ async function* readEventBatches(res: http.IncomingMessage, end: { done: boolean
   }
 }
 
+const DONE = Buffer.from('[DONE]');
+
+/**
+ * Whether a piece read from the connection may pass as its bytes: it holds whole events only (the
+ * piece before it ended at an event's end too, so no text or half character is pending), no
+ * `[DONE]` (the stream's end, which the reader must see) and no carriage return (lines are then
+ * split differently); `passable` says whether anything in it must be read.
+ */
+function passesWhole(piece: Buffer, afterBoundary: boolean, passable: (piece: Buffer) => boolean): boolean {
+  const n = piece.length;
+  return afterBoundary && n > 1 && piece[n - 1] === 10 && piece[n - 2] === 10 && !piece.includes(13) && !piece.includes(DONE) && passable(piece);
+}
+
 /**
  * The same batches pushed to `onBatch` as the connection delivers them, with no promise per read:
  * the connection pauses while a promise `onBatch` answers is pending (the client reads slower than
- * the provider writes). Stops, closing the answer, once `stop()` says so after a batch; an error
+ * the provider writes). A piece `passable` accepts is pushed as its bytes (no decoding, no parsing,
+ * nothing new to write). Stops, closing the answer, once `stop()` says so after a batch; an error
  * `onBatch` throws ends the stream and is thrown as it is.
  */
-function forEachBatch(res: http.IncomingMessage, end: { done: boolean }, onBatch: (batch: RawStreamEvent[]) => Promise<void> | void, stop: () => boolean): Promise<void> {
+function forEachBatch(
+  res: http.IncomingMessage,
+  end: { done: boolean },
+  onBatch: (batch: RawStreamEvent[] | Buffer) => Promise<void> | void,
+  stop: () => boolean,
+  passable?: (piece: Buffer) => boolean,
+): Promise<void> {
   return new Promise<void>((resolve, reject) => {
-    res.setEncoding('utf8');
+    const decoder = new StringDecoder('utf8');
     const parser = new SseParser();
+    let afterBoundary = true;
     let settled = false;
     const finish = (err?: unknown) => {
       if (settled) return;
@@ -267,11 +292,18 @@ function forEachBatch(res: http.IncomingMessage, end: { done: boolean }, onBatch
       if (stop()) halt();
       else if (res.isPaused()) res.resume();
     };
-    res.on('data', (chunk: string) => {
+    res.on('data', (piece: Buffer) => {
       if (settled) return;
-      const batch = parser.push(chunk);
-      end.done = parser.done;
-      if (!batch.length) return;
+      let batch: RawStreamEvent[] | Buffer;
+      if (!parser.done && passable && passesWhole(piece, afterBoundary, passable)) batch = piece;
+      else {
+        batch = parser.push(decoder.write(piece));
+        end.done = parser.done;
+        if (!batch.length) batch = EMPTY;
+      }
+      const n = piece.length;
+      afterBoundary = n > 1 && piece[n - 1] === 10 && piece[n - 2] === 10;
+      if (batch === EMPTY) return;
       let pending: Promise<void> | void;
       try {
         pending = onBatch(batch);
@@ -287,6 +319,7 @@ function forEachBatch(res: http.IncomingMessage, end: { done: boolean }, onBatch
     res.once('close', () => finish(res.complete ? undefined : new ProviderConnectionError('the connection closed before the stream ended')));
   });
 }
+const EMPTY: RawStreamEvent[] = [];
 
 async function* parsedEvents(batches: AsyncIterable<RawStreamEvent[]>): AsyncGenerator<StreamEvent> {
   for await (const batch of batches) for (const { event, data } of batch) yield { event, data: JSON.parse(data) as Record<string, unknown> };

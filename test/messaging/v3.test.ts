@@ -529,6 +529,34 @@ describe('messaging v3: chat completions and responses through the openai client
       assert.equal(data.slice(0, -1).map((d) => JSON.parse(d).choices[0].delta.content).join(''), 'Hello, wörld');
     });
 
+    it('chunks with "usage": null pass as sent; the usage chunk, however spaced and wherever it arrives, is charged and kept from a client that did not ask', async () => {
+      // OpenAI sends `"usage": null` in every chunk once usage is asked for; the last one carries it.
+      const chunk = (delta: Record<string, string>, finish: string | null) => JSON.stringify({ id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] }).replace(/\}$/, ', "usage": null}');
+      const plain = `data: ${chunk({ role: 'assistant', content: '' }, null)}\n\ndata: ${chunk({ content: 'Grüße, ' }, null)}\n\n`;
+      const usage = 'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage" :\t {"prompt_tokens":70,"completion_tokens":30,"total_tokens":100}}\n\n';
+      const arrivals = [
+        // the usage chunk alone, after the finish chunk
+        [plain, `data: ${chunk({ content: 'world' }, null)}\n\n`, `data: ${chunk({}, 'stop')}\n\n`, usage, 'data: [DONE]\n\n'],
+        // finish, usage and [DONE] in the piece that also carries the last words
+        [plain, `data: ${chunk({ content: 'world' }, null)}\n\ndata: ${chunk({}, 'stop')}\n\n${usage}data: [DONE]\n\n`],
+      ];
+      for (const sse of arrivals) {
+        const k = await newQuotaKey(http, { quota_type: 'chat', token_amount: 100_000 });
+        upstream.respond(() => ({ sse, eventDelayMs: 20, done: false }));
+        const data = dataOf(await streamOf(k.key, { model: 'm', messages: [{ role: 'user', content: 'x' }], stream: true, max_tokens: 50 }));
+        assert.equal(data.at(-1), '[DONE]');
+        const chunks = data.slice(0, -1).map((d) => JSON.parse(d));
+        assert.equal(chunks.map((c) => c.choices[0].delta.content ?? '').join(''), 'Grüße, world');
+        assert.deepEqual(chunks.map((c) => c.usage), [null, null, null, null], 'no usage chunk for a client that did not ask');
+        const settled = await eventually('the settlement', async () => {
+          const list = await http('GET', '/api/quota-keys', { key: testStack().adminApiKey });
+          const found = list.body.find((x: { id: string }) => x.id === k.id);
+          return found?.tokens_reserved === 0 && found;
+        });
+        assert.equal(settled.tokens_consumed, 100);
+      }
+    });
+
     it('an error event in the middle of a chat stream: the chunks before it, then the error', async () => {
       upstream.respond((call) => {
         const chunks = chatChunks(call, 'one two three').slice(0, 3);
