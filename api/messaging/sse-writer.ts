@@ -10,6 +10,8 @@ type Response = ServerResponse;
  */
 export class SseWriter implements EventStream {
   private keepAlive: NodeJS.Timeout | null = null;
+  /** When the last bytes went out (performance.now()). */
+  private wroteAt = 0;
   private started = false;
   /** True while a write waits for the client to read (observable for tests and metrics). */
   waitingForDrain = false;
@@ -50,26 +52,34 @@ export class SseWriter implements EventStream {
     hook?.();
   }
 
-  /** (Re)starts the quiet-time clock; refreshing the one timer costs no allocation per write. */
+  /**
+   * Starts the quiet-time clock. Writes only note their time (a timer refreshed per write costs a
+   * re-insertion in Node's timer list per relayed chunk); when the timer fires after a write, it
+   * waits out the rest of the quiet time from that write.
+   */
   private armKeepAlive() {
-    if (this.keepAlive) {
-      this.keepAlive.refresh();
-      return;
-    }
-    this.keepAlive = setTimeout(() => {
+    if (this.keepAlive) return;
+    const fire = () => {
       if (this.closed || !this.keepAlive) return;
+      const quiet = performance.now() - this.wroteAt;
+      if (quiet < this.keepAliveMs) {
+        this.keepAlive = setTimeout(fire, this.keepAliveMs - quiet).unref();
+        return;
+      }
       this.headGoesOut();
       this.res.write(': keep-alive\n\n');
-      this.keepAlive.refresh();
-    }, this.keepAliveMs);
-    this.keepAlive.unref();
+      this.wroteAt = performance.now();
+      this.keepAlive = setTimeout(fire, this.keepAliveMs).unref();
+    };
+    this.wroteAt = performance.now();
+    this.keepAlive = setTimeout(fire, this.keepAliveMs).unref();
   }
 
   /** Nothing once the chunk is handed to the socket or buffered below the high-water mark; else a promise of the drain. */
   write(chunk: string | Buffer): Promise<void> | void {
     this.start();
     if (this.closed || chunk.length === 0) return;
-    this.armKeepAlive();
+    this.wroteAt = performance.now();
     if (this.beforeHead) this.headGoesOut();
     if (this.res.write(chunk)) return;
     this.waitingForDrain = true;
@@ -95,9 +105,11 @@ export class SseWriter implements EventStream {
     await this.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
   }
 
-  end(): void {
+  end(last?: string): void {
     if (this.keepAlive) clearTimeout(this.keepAlive);
     this.keepAlive = null;
-    if (!this.closed) this.res.end();
+    if (this.closed) return;
+    if (last && this.beforeHead) this.headGoesOut();
+    this.res.end(last);
   }
 }

@@ -21,7 +21,8 @@ export interface EventStream {
   event(type: string, data: unknown): Promise<void>;
   /** `data: <json>` (or a string as it is): the chat-completions stream format. */
   data(data: unknown): Promise<void>;
-  end(): void;
+  /** Ends the stream, with `last` (SSE text) as its last bytes when given: one write for both. */
+  end(last?: string): void;
 }
 
 /** Where one request's answer goes. */

@@ -51,18 +51,17 @@ export async function chatCompletions(ctx: GenerationContext, body: ChatCompleti
   const out = ctx.answer.stream();
   out.start();
   const relay: ChatRelayState = { usage: null, finished: false };
+  let last: string | undefined;
   try {
     await relayBatches(out, stream, (batch) => renderChatChunks(batch, clientWantsUsage, relay), (piece) => chatPiecePasses(piece, relay));
-    if (!out.closed) {
-      // A stream that stops before its answer did (the connection closed cleanly mid-answer) must
-      // not end in [DONE], which tells the client the answer is whole.
-      if (!relay.finished && !stream.sawDone) throw new ProviderAnswerError('its stream ended before the answer did (no finish_reason, no [DONE])');
-      await out.data('[DONE]');
-    }
+    // A stream that stops before its answer did (the connection closed cleanly mid-answer) must
+    // not end in [DONE], which tells the client the answer is whole.
+    if (!out.closed && !relay.finished && !stream.sawDone) throw new ProviderAnswerError('its stream ended before the answer did (no finish_reason, no [DONE])');
+    last = 'data: [DONE]\n\n';
   } catch (err) {
-    if (!isClientAbort(err)) await out.data({ error: toUpstreamError(err, models.model).openaiError });
+    if (!isClientAbort(err)) last = `data: ${JSON.stringify({ error: toUpstreamError(err, models.model).openaiError })}\n\n`;
   } finally {
-    out.end();
+    out.end(last);
     // An abandoned stream may have been generated up to its limit: without usage, the hold is charged.
     settle(ctx, hold, { usedTokens: tokensUsed(relay.usage) });
   }
