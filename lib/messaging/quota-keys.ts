@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import { Prisma, type Db } from '../platform/db.js';
 import { hashKey } from '../platform/api-keys.js';
+import { GroupCommit } from '../platform/group-commit.js';
 import { RecentLookups } from '../platform/recent-lookups.js';
 import { AppError, badRequest, notFound } from '../platform/errors.js';
 import { forgetEscrow } from './quota-escrow.js';
@@ -149,17 +150,38 @@ export async function revokeQuotaKey(db: Db, id: string) {
  */
 const principals = new RecentLookups<QuotaKeyPrincipal>();
 
-/** One round trip: the key's row and its partner's name, or null when the key is unknown or revoked. */
-async function lookUpKey(db: Db, hash: string): Promise<QuotaKeyPrincipal | null> {
-  const { rows } = await db.pool.query<{ id: string; name: string; quotaType: string; partnerId: string | null; partnerName: string | null; revoked: boolean }>(
-    `SELECT k.id, k.name, k."quotaType", k."partnerId", p.name AS "partnerName", k."revokedAt" IS NOT NULL AS revoked
-       FROM quota_keys k LEFT JOIN partners p ON p.id = k."partnerId" WHERE k."keyHash" = $1`,
-    [hash],
-  );
-  const row = rows[0];
-  if (!row || row.revoked) return null;
-  return { id: row.id, name: row.name, quotaType: row.quotaType as QuotaType, partnerId: row.partnerId, partnerName: row.partnerName };
+type KeyRow = { keyHash: string; id: string; name: string; quotaType: string; partnerId: string | null; partnerName: string | null; revoked: boolean };
+
+/**
+ * The keys' rows and their partners' names, for the lookups that come together (group commit,
+ * lib/platform/group-commit.ts): a lone lookup goes at once, and the lookups that arrive while it
+ * is in flight share the next round trip. A burst of clients whose keys were idle a while (their
+ * entries expired) then costs the database a few statements rather than one per key.
+ */
+const LOOK_UP_KEYS = `
+  SELECT k."keyHash", k.id, k.name, k."quotaType", k."partnerId", p.name AS "partnerName", k."revokedAt" IS NOT NULL AS revoked
+    FROM quota_keys k LEFT JOIN partners p ON p.id = k."partnerId" WHERE k."keyHash" = ANY($1::text[])`;
+
+const lookupsOf = new WeakMap<Db, GroupCommit<'keys', string, QuotaKeyPrincipal | null>>();
+function keyLookups(db: Db): GroupCommit<'keys', string, QuotaKeyPrincipal | null> {
+  let batcher = lookupsOf.get(db);
+  if (!batcher) {
+    batcher = new GroupCommit(async (_key, hashes) => {
+      const { rows } = await db.pool.query<KeyRow>({ name: 'quota-keys-look-up', text: LOOK_UP_KEYS, values: [hashes] });
+      const byHash = new Map(rows.map((row) => [row.keyHash, row]));
+      return hashes.map((hash) => {
+        const row = byHash.get(hash);
+        if (!row || row.revoked) return null;
+        return { id: row.id, name: row.name, quotaType: row.quotaType as QuotaType, partnerId: row.partnerId, partnerName: row.partnerName };
+      });
+    });
+    lookupsOf.set(db, batcher);
+  }
+  return batcher;
 }
+
+/** The key's row and its partner's name, or null when the key is unknown or revoked. */
+const lookUpKey = (db: Db, hash: string): Promise<QuotaKeyPrincipal | null> => keyLookups(db).submit('keys', hash);
 
 /** The key's owner, or a 401 `invalid_api_key` (unknown or revoked key: the caller learns nothing more). */
 export async function authenticateQuotaKey(db: Db, key: string | null, cacheSeconds = 0): Promise<QuotaKeyPrincipal> {

@@ -187,6 +187,32 @@ describe('messaging v3: chat completions and responses through the openai client
       const keys = await http('GET', '/api/quota-keys', { key: testStack().adminApiKey });
       assert.equal(keys.body.find((k: { id: string }) => k.id === responsesKey.id).tokens_consumed, 0);
     });
+
+    it('keys presented at the same moment are each answered for themselves (their lookups share round trips)', async () => {
+      upstream.respond(modelsResponder);
+      const chat = await Promise.all([1, 2, 3, 4].map(() => newQuotaKey(http, { quota_type: 'chat' })));
+      const speech = await Promise.all([1, 2, 3, 4].map(() => newQuotaKey(http, { quota_type: 'speech' })));
+      const revoked = await Promise.all([1, 2, 3, 4].map(() => newQuotaKey(http, { quota_type: 'chat' })));
+      for (const k of revoked) assert.equal((await http('DELETE', `/api/quota-keys/${k.id}`, { key: testStack().adminApiKey })).status, 200);
+      const unknown = [1, 2, 3, 4].map((i) => `${chat[0]!.key.slice(0, -4)}x${i}yz`);
+      const presented = [
+        ...chat.map((k) => ({ key: k.key, status: 200 })),
+        ...speech.map((k) => ({ key: k.key, status: 403 })),
+        ...revoked.map((k) => ({ key: k.key, status: 401 })),
+        ...unknown.map((k) => ({ key: k, status: 401 })),
+      ];
+      // The keys' table is held, so that the lookups pile up behind the first and go together.
+      const holder = new pg.Client({ connectionString: testStack().databaseUrl });
+      await holder.connect();
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE quota_keys IN ACCESS EXCLUSIVE MODE');
+      const order = [...presented.keys()].sort((a, b) => (a % 4) - (b % 4) || a - b);
+      const answers = Promise.all(order.map((i) => http('GET', '/v3/models', { headers: { Authorization: `Bearer ${presented[i]!.key}` } })));
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      await holder.query('COMMIT');
+      await holder.end();
+      assert.deepEqual((await answers).map((a) => a.status), order.map((i) => presented[i]!.status));
+    });
   });
 
   describe('keys', () => {
