@@ -49,7 +49,7 @@ import { createDb } from '../lib/platform/db.js';
 import { createQuotaKey } from '../lib/messaging/quota-keys.js';
 import { dropDatabase, ensureDatabase, freePort, migrate } from '../scripts/stack.js';
 import { cpuOf, cpuSpent, describeLoad, fmt, machineLine, percentile, readLoad, writeSection, type LoadReading } from './support/results.js';
-import { profileSummary } from './support/cpu-profile.js';
+import { comparisonTable, profileSummary } from './support/cpu-profile.js';
 import type { BudgetSummary } from './budget-admission.js';
 import { setting } from '../lib/platform/config.js';
 
@@ -384,9 +384,12 @@ async function main() {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'dwb-bench-messaging-'));
   const provider = startProcess('bench/support/fake-provider.ts', { BENCH_TOKENS: String(tokens), BENCH_TOKEN_MS: String(tokenMs) });
   const providerUrl = (JSON.parse(await firstLine(provider)) as { baseUrl: string }).baseUrl;
-  const proxy = startProcess('bench/support/bare-proxy.ts', { BENCH_PROVIDER_URL: providerUrl });
+  /** With BENCH_CPU_PROFILE, a process's profile goes to a folder of its own under `work`. */
+  const profiledAs = (name: string) => (profiling ? ['--cpu-prof', `--cpu-prof-dir=${path.join(work, `${name}-profile`)}`] : []);
+  const middleStartedAt = performance.now();
+  const proxy = startProcess('bench/support/bare-proxy.ts', { BENCH_PROVIDER_URL: providerUrl }, { nodeArgs: profiledAs('bare-proxy') });
   const proxyUrl = (JSON.parse(await firstLine(proxy)) as { url: string }).url;
-  const floors = ['express', 'lean'].map((floor) => startProcess('bench/support/floor-gateways.ts', { BENCH_PROVIDER_URL: providerUrl, BENCH_FLOOR: floor, DATABASE_URL: databaseUrl }));
+  const floors = ['express', 'lean'].map((floor) => startProcess('bench/support/floor-gateways.ts', { BENCH_PROVIDER_URL: providerUrl, BENCH_FLOOR: floor, DATABASE_URL: databaseUrl }, { nodeArgs: profiledAs(`${floor}-floor`) }));
   const [expressFloorUrl, leanFloorUrl] = await Promise.all(floors.map(async (f) => (JSON.parse(await firstLine(f)) as { url: string }).url));
   /** An API process; `name` tells its log file and profile apart. */
   const startApi = async (name: string, env: Record<string, string>) => {
@@ -396,7 +399,7 @@ async function main() {
     const child = startProcess(
       'api/server.ts',
       { PORT: String(port), DATABASE_URL: databaseUrl, ADMIN_API_KEY: 'bench-admin-key-0123456789', OPENAI_BASE_URL: providerUrl, OPENAI_API_KEY: 'bench', LOG_LEVEL: 'info', MESSAGING_SERVER_TIMING: 'true', ...env },
-      { nodeArgs: profiling ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [], stdout: log },
+      { nodeArgs: profiledAs(name), stdout: log },
     );
     return { name, child, url: `http://127.0.0.1:${port}`, log, profileDir, startedAt: performance.now() };
   };
@@ -454,6 +457,22 @@ async function main() {
       const title = { api: '/v3 as configured (rate limit on)', 'api-no-rate-limit': '/v3, rate limit off', 'api-no-overlap': '/v3, provider after admission' }[a.name] ?? a.name;
       return [`## ${title}`, '', summary].join('\n');
     });
+    // The same accounting for the floors and /v3, per stream served: where /v3 pays beyond them.
+    const profileOf = (name: string) => {
+      const dir = path.join(work, `${name}-profile`);
+      const file = fs.existsSync(dir) ? fs.readdirSync(dir).find((f) => f.endsWith('.cpuprofile')) : undefined;
+      return file ? path.join(dir, file) : null;
+    };
+    const streamsOf = (...paths: PathName[]) => rows.filter((r) => paths.includes(r.path)).reduce((n, r) => n + r.samples.length, 0);
+    const compared = [
+      { title: 'bare proxy', name: 'bare-proxy', streams: streamsOf('bare proxy'), sinceUs: (measuringFrom - middleStartedAt) * 1000 },
+      { title: 'Express floor', name: 'express-floor', streams: streamsOf('Express proxy (floor)'), sinceUs: (measuringFrom - middleStartedAt) * 1000 },
+      { title: 'lean floor', name: 'lean-floor', streams: streamsOf('lean gateway (floor)'), sinceUs: (measuringFrom - middleStartedAt) * 1000 },
+      { title: '/v3', name: 'api', streams: streamsOf('/v3', '/v3 (one key)'), sinceUs: (measuringFrom - api.startedAt) * 1000 },
+    ].flatMap((p) => {
+      const file = profileOf(p.name);
+      return file && p.streams > 0 ? [{ ...p, file }] : [];
+    });
     writeSection(
       'hot-path-profile',
       [
@@ -462,6 +481,12 @@ async function main() {
         `Run ${new Date().toISOString()} on ${machineLine()}. Before: ${describeLoad(loadBefore)}. After: ${describeLoad(loadAfter!)}. The run of the results above, with the API processes under \`node --cpu-prof\` (sampling slows them a little, so these latencies are only context). Self time of every sample from the first measured stream on (start-up left out). The profiler samples wall time: a thread descheduled inside a system call (on 2 cores shared by six processes and PostgreSQL) counts as that call's time, which is why \`writev\` (the socket writes of every relayed chunk) looks larger than its CPU cost. ${method}`,
         '',
         latencyTable(rows),
+        '',
+        '## Per stream, beside the floors',
+        '',
+        'Busy self time per stream served, by component, in the bare proxy, the two floors and the /v3 API process (its /v3 and "(one key)" streams), the rows where /v3 spends most beyond the bare proxy first. Wall-time sampling inflates socket writes alike in every process.',
+        '',
+        compared.length === 4 ? comparisonTable(compared) : 'a profile was not written',
         '',
         ...summaries.flatMap((x) => [x, '']),
       ].join('\n'),

@@ -122,3 +122,36 @@ export function profileSummary(file: string, options: { topFunctions?: number; s
     ...b.functions.slice(0, topFunctions).map((f) => `| \`${f.name}\` | ${f.where} | ${f.ms.toFixed(0)} | ${pct(f.ms)} |`),
   ].join('\n');
 }
+
+/** A process's profile and the streams it served while it was measured, for `comparisonTable`. */
+export interface ProfiledProcess {
+  title: string;
+  file: string;
+  streams: number;
+  sinceUs: number;
+}
+
+/**
+ * Markdown: busy self time per stream (µs) by component, one column per process, the components
+ * where the last process spends most beyond the first at the top (the others folded together).
+ */
+export function comparisonTable(processes: ProfiledProcess[], rowsShown = 14): string {
+  const perStream = processes.map((p) => {
+    const b = breakdown(p.file, p.sinceUs);
+    const us = new Map(b.components.map((c) => [c.name, (1000 * c.ms) / Math.max(p.streams, 1)]));
+    return { us, busy: (1000 * (b.totalMs - b.idleMs)) / Math.max(p.streams, 1) };
+  });
+  const names = [...new Set(perStream.flatMap((p) => [...p.us.keys()]))];
+  const gap = (name: string) => (perStream.at(-1)!.us.get(name) ?? 0) - (perStream[0]!.us.get(name) ?? 0);
+  names.sort((a, b) => gap(b) - gap(a));
+  const shown = names.slice(0, rowsShown);
+  const rest = names.slice(rowsShown);
+  const cell = (v: number) => v.toFixed(0);
+  return [
+    `| Component (self time, µs per stream) | ${processes.map((p) => p.title).join(' | ')} |`,
+    `|---|${processes.map(() => '---:').join('|')}|`,
+    ...shown.map((name) => `| ${name} | ${perStream.map((p) => cell(p.us.get(name) ?? 0)).join(' | ')} |`),
+    `| (${rest.length} more) | ${perStream.map((p) => cell(rest.reduce((a, n) => a + (p.us.get(n) ?? 0), 0))).join(' | ')} |`,
+    `| **all busy time** | ${perStream.map((p) => `**${cell(p.busy)}**`).join(' | ')} |`,
+  ].join('\n');
+}
