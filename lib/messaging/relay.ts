@@ -45,15 +45,20 @@ const USAGE_KEY = Buffer.from('"usage"');
 const FINISH_KEY = Buffer.from('"finish_reason"');
 const isJsonSpace = (byte: number | undefined) => byte === 32 || byte === 10 || byte === 13 || byte === 9;
 
+/** Where the value of the member whose key ends before `i` starts (past `:` and spaces), or -1 when no `:` follows. */
+function valueAt(piece: Buffer, i: number): number {
+  while (isJsonSpace(piece[i])) i++;
+  if (piece[i] !== 58 /* : */) return -1;
+  i++;
+  while (isJsonSpace(piece[i])) i++;
+  return i;
+}
+
 /** Whether `key` appears in `piece` with a value that starts with `opener` (`"usage": {`, not `"usage": null`). */
 function opensValue(piece: Buffer, key: Buffer, opener: number): boolean {
   for (let at = piece.indexOf(key); at >= 0; at = piece.indexOf(key, at + 1)) {
-    let i = at + key.length;
-    while (isJsonSpace(piece[i])) i++;
-    if (piece[i] !== 58 /* : */) continue;
-    i++;
-    while (isJsonSpace(piece[i])) i++;
-    if (piece[i] === opener) return true;
+    const value = valueAt(piece, at + key.length);
+    if (value >= 0 && piece[value] === opener) return true;
   }
   return false;
 }
@@ -170,14 +175,10 @@ export function responsePiecePasses(piece: Buffer, relay: ResponseRelayState): b
 /** The number after the last `key:` in `piece`, or null. */
 function lastNumberOf(piece: Buffer, key: Buffer): number | null {
   const at = piece.lastIndexOf(key);
-  if (at < 0) return null;
-  let i = at + key.length;
-  while (isJsonSpace(piece[i])) i++;
-  if (piece[i] !== 58 /* : */) return null;
-  i++;
-  while (isJsonSpace(piece[i])) i++;
+  const start = at < 0 ? -1 : valueAt(piece, at + key.length);
+  if (start < 0) return null;
   let value = 0;
-  const start = i;
+  let i = start;
   for (; piece[i]! >= 48 && piece[i]! <= 57; i++) value = value * 10 + piece[i]! - 48;
   return i > start ? value : null;
 }

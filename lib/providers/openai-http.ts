@@ -248,16 +248,16 @@ async function* readEventBatches(res: http.IncomingMessage, end: { done: boolean
 
 const DONE = Buffer.from('[DONE]');
 
+/** Whether a piece read from the connection ends at an event's end (a blank line). */
+const endsAtEvent = (piece: Buffer) => piece.length > 1 && piece[piece.length - 1] === 10 && piece[piece.length - 2] === 10;
+
 /**
- * Whether a piece read from the connection may pass as its bytes: it holds whole events only (the
- * piece before it ended at an event's end too, so no text or half character is pending), no
- * `[DONE]` (the stream's end, which the reader must see) and no carriage return (lines are then
- * split differently); `passable` says whether anything in it must be read.
+ * Whether a piece that ends at an event's end, after one that did too (so no text or half
+ * character is pending), may pass as its bytes: no `[DONE]` (the stream's end, which the reader
+ * must see), no carriage return (lines are then split differently), and nothing in it `passable`
+ * says must be read.
  */
-function passesWhole(piece: Buffer, afterBoundary: boolean, passable: (piece: Buffer) => boolean): boolean {
-  const n = piece.length;
-  return afterBoundary && n > 1 && piece[n - 1] === 10 && piece[n - 2] === 10 && !piece.includes(13) && !piece.includes(DONE) && passable(piece);
-}
+const passesWhole = (piece: Buffer, passable: (piece: Buffer) => boolean) => !piece.includes(13) && !piece.includes(DONE) && passable(piece);
 
 /**
  * The same batches pushed to `onBatch` as the connection delivers them, with no promise per read:
@@ -294,16 +294,15 @@ function forEachBatch(
     };
     res.on('data', (piece: Buffer) => {
       if (settled) return;
+      const whole = endsAtEvent(piece);
       let batch: RawStreamEvent[] | Buffer;
-      if (!parser.done && passable && passesWhole(piece, afterBoundary, passable)) batch = piece;
+      if (afterBoundary && whole && !parser.done && passable && passesWhole(piece, passable)) batch = piece;
       else {
         batch = parser.push(decoder.write(piece));
         end.done = parser.done;
-        if (!batch.length) batch = EMPTY;
       }
-      const n = piece.length;
-      afterBoundary = n > 1 && piece[n - 1] === 10 && piece[n - 2] === 10;
-      if (batch === EMPTY) return;
+      afterBoundary = whole;
+      if (batch.length === 0) return;
       let pending: Promise<void> | void;
       try {
         pending = onBatch(batch);
@@ -319,7 +318,6 @@ function forEachBatch(
     res.once('close', () => finish(res.complete ? undefined : new ProviderConnectionError('the connection closed before the stream ended')));
   });
 }
-const EMPTY: RawStreamEvent[] = [];
 
 async function* parsedEvents(batches: AsyncIterable<RawStreamEvent[]>): AsyncGenerator<StreamEvent> {
   for await (const batch of batches) for (const { event, data } of batch) yield { event, data: JSON.parse(data) as Record<string, unknown> };
