@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { Db } from '../platform/db.js';
 import type { Logger } from '../platform/logger.js';
 import { AppError } from '../platform/errors.js';
-import { knownRoom, reserveQuota, returnToSlice, type QuotaHold } from './quota.js';
+import { commitSliceDurably, knownRoom, reserveQuota, returnToSlice, type QuotaHold } from './quota.js';
 
 /**
  * Quota escrow (docs/adr/0003-quota-escrow.md): an API process that serves a key often holds a
@@ -141,8 +141,7 @@ class Escrows {
     // Draws end before the slice's hold could have expired under any hold drawn from it.
     const drawUntil = performance.now() + this.settings.drawMs;
     await reserveQuota(this.db, { quotaKeyId, operationKey, endpoint: 'escrow', tokens: size, holdMs: this.settings.drawMs + this.settings.holdMs });
-    // A durable commit flushes the WAL up to itself, the slice's hold included.
-    await this.db.pool.query(`UPDATE quota_reservations SET "expiresAt" = "expiresAt" WHERE "operationKey" = $1`, [operationKey]);
+    await commitSliceDurably(this.db, operationKey);
     const timer = setTimeout(() => void this.retire(quotaKeyId, demand, true), Math.max(0, drawUntil - performance.now()));
     timer.unref();
     demand.slice = { operationKey, free: size, drawUntil, timer };

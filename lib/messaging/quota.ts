@@ -117,14 +117,32 @@ export async function refineHold(db: Db, hold: QuotaHold, tokens: number): Promi
  * lend goes back to the key. A slice with nothing left, lent or not, is released.
  */
 export async function returnToSlice(db: Db, escrowOperationKey: string, tokens: number): Promise<void> {
-  await db.pool.query(
-    `UPDATE quota_reservations SET tokens = GREATEST(tokens - $2, 0),
-            status = CASE WHEN tokens - $2 <= 0 THEN 'released' ELSE status END,
-            "resolvedAt" = CASE WHEN tokens - $2 <= 0 THEN now() ELSE "resolvedAt" END
-      WHERE "operationKey" = $1 AND status = 'pending'`,
-    [escrowOperationKey, Math.max(0, tokens)],
-  );
+  await batchers(db).sliceReturns.submit('return', { escrow: escrowOperationKey, tokens: Math.max(0, Math.floor(tokens)) });
 }
+
+/** Commits a new slice's hold durably (the WAL flushed up to it) before anything is lent from it. */
+export async function commitSliceDurably(db: Db, escrowOperationKey: string): Promise<void> {
+  await batchers(db).durableSlices.submit('durable', escrowOperationKey);
+}
+
+/**
+ * The returns of a batch, summed per slice (applied one by one they would end the same way: a
+ * slice taken to nothing is released and takes no more). The slices' rows are locked in the order
+ * quota_settle_batch locks them (by key), so a batch of returns and one of settlements never wait
+ * for each other in a circle.
+ */
+const RETURN_TO_SLICES = `
+  WITH given AS (
+    SELECT x.k AS "operationKey", sum(x.t)::BIGINT AS tokens FROM unnest($1::text[], $2::bigint[]) AS x(k, t) GROUP BY x.k
+  ), locked AS (
+    SELECT r."operationKey", g.tokens FROM quota_reservations r JOIN given g USING ("operationKey")
+     WHERE r.status = 'pending' ORDER BY r."quotaKeyId", r."operationKey" FOR UPDATE OF r
+  )
+  UPDATE quota_reservations r
+     SET tokens = GREATEST(r.tokens - l.tokens, 0),
+         status = CASE WHEN r.tokens - l.tokens <= 0 THEN 'released' ELSE r.status END,
+         "resolvedAt" = CASE WHEN r.tokens - l.tokens <= 0 THEN now() ELSE r."resolvedAt" END
+    FROM locked l WHERE r."operationKey" = l."operationKey"`;
 
 type ReserveRow = { outcome: 'admitted' | 'revoked' | 'exhausted'; token_amount: string | null; remaining: string | null };
 type ReserveItem = { quota_key_id: string; operation_key: string; endpoint: string; tokens: number; hold_ms: number };
@@ -137,9 +155,16 @@ type SettleOutcome = 'settled' | 'already_resolved';
  * order under its key's lock exactly as alone (migration quota_admission_batches). A lone request
  * goes at once, so a quiet key pays one round trip, and a burst of streams shares a few instead of
  * queueing for the pool's connections one statement each. A batch is one statement: when it fails,
- * nothing of it was applied, and each request is tried again alone.
+ * nothing of it was applied, and each request is tried again alone. Escrow slices' durable commits
+ * and returns go the same way: many keys' slices begin and end together after a burst.
  */
-const batchersOf = new WeakMap<Db, { reserve: GroupCommit<'reserve', ReserveItem, ReserveRow>; settle: GroupCommit<'settle', SettleItem, SettleOutcome> }>();
+interface Batchers {
+  reserve: GroupCommit<'reserve', ReserveItem, ReserveRow>;
+  settle: GroupCommit<'settle', SettleItem, SettleOutcome>;
+  sliceReturns: GroupCommit<'return', { escrow: string; tokens: number }, null>;
+  durableSlices: GroupCommit<'durable', string, null>;
+}
+const batchersOf = new WeakMap<Db, Batchers>();
 function batchers(db: Db) {
   let b = batchersOf.get(db);
   if (!b) {
@@ -154,6 +179,15 @@ function batchers(db: Db) {
         const byIndex = new Map(rows.map((r) => [Number(r.idx), r.outcome]));
         return items.map((_, i) => byIndex.get(i + 1)!);
       }, { retryAlone: true }),
+      sliceReturns: new GroupCommit(async (_key, items) => {
+        await db.pool.query({ name: 'quota-return-to-slices', text: RETURN_TO_SLICES, values: [items.map((i) => i.escrow), items.map((i) => i.tokens)] });
+        return items.map(() => null);
+      }, { retryAlone: true }),
+      // A durable commit flushes the WAL up to itself, the slices' holds (committed without waiting) included.
+      durableSlices: new GroupCommit(async (_key, keys) => {
+        await db.pool.query(`UPDATE quota_reservations SET "expiresAt" = "expiresAt" WHERE "operationKey" = ANY($1::text[])`, [keys]);
+        return keys.map(() => null);
+      }),
     };
     batchersOf.set(db, b);
   }

@@ -3,7 +3,7 @@ import crypto from 'node:crypto';
 import { createDb, type Db } from '../../lib/platform/db.js';
 import { createLogger } from '../../lib/platform/logger.js';
 import { createQuotaKey, listQuotaKeys, revokeQuotaKey } from '../../lib/messaging/quota-keys.js';
-import { releaseHold, settleQuota, type QuotaHold } from '../../lib/messaging/quota.js';
+import { releaseHold, reserveQuota, returnToSlice, settleQuota, type QuotaHold } from '../../lib/messaging/quota.js';
 import { holdOnKey, lendableOnKey, returnEscrows } from '../../lib/messaging/quota-escrow.js';
 import { AppError } from '../../lib/platform/errors.js';
 import { eventually } from '../support/system.js';
@@ -98,6 +98,32 @@ describe('messaging quota escrow', function () {
     const u = await usage(id);
     assert.equal(u.tokens_consumed, amount);
     assert.equal(u.tokens_remaining, 0);
+  });
+
+  it('returns to slices that come together are applied together, each slice giving up the sum of its own', async () => {
+    const [db] = processes as [Db];
+    const keys = [await newKey(1_000_000), await newKey(1_000_000)];
+    const [first, second] = await Promise.all(
+      keys.map((quotaKeyId) => reserveQuota(db, { quotaKeyId, operationKey: `escrow-${crypto.randomUUID()}`, endpoint: 'escrow', tokens: 10_000, holdMs: 60_000 })),
+    );
+    // A transaction holds the first slice's row: its first return waits, and the returns that come
+    // meanwhile go together as the next statement.
+    const holder = await db.pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM quota_reservations WHERE "operationKey" = $1 FOR UPDATE', [first!.operationKey]);
+      const waiting = returnToSlice(db, first!.operationKey, 1000);
+      const together = [returnToSlice(db, first!.operationKey, 2000), returnToSlice(db, first!.operationKey, 3000), returnToSlice(db, second!.operationKey, 4000), returnToSlice(db, second!.operationKey, 7000)];
+      await holder.query('COMMIT');
+      await Promise.all([waiting, ...together]);
+    } finally {
+      holder.release();
+    }
+    const [a, b] = await Promise.all(keys.map(async (id) => (await usage(id)).tokens_reserved));
+    assert.equal(a, 10_000 - 1000 - 2000 - 3000, 'the first slice gave up all three returns');
+    assert.equal(b, 0, 'the second, given back more than it held, holds nothing');
+    const { rows } = await db.pool.query<{ status: string }>(`SELECT status FROM quota_reservations WHERE "operationKey" = $1`, [second!.operationKey]);
+    assert.equal(rows[0]!.status, 'released');
   });
 
   it('a hold the model never used goes back to the key; a revoked key lends no more in the process that revoked it', async () => {
