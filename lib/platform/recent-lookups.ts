@@ -70,6 +70,8 @@ export class RecentLookups<P> {
     const due = [...this.due];
     this.due.clear();
     for (const [key, { entry, cacheSeconds, lookUp }] of due) {
+      // Forgotten while it waited (a key revoked here): its answer would be dropped anyway.
+      if (this.entries.get(key) !== entry) continue;
       lookUp().then(
         (value) => {
           // Unless the entry went meanwhile (forgotten here): a lookup begun before can be stale.
