@@ -14,10 +14,11 @@
  *
  * Paths, side by side in one run: `direct` (the client to the provider), `bare proxy`
  * (bench/support/bare-proxy.ts: one more Node process that only pipes bytes, the floor of any
- * gateway in its own process on this machine), at 1 and 200 streams two more floors
+ * gateway in its own process on this machine), at 1 and 200 streams three more floors
  * (bench/support/floor-gateways.ts: `Express proxy (floor)`, the bare proxy inside Express with the
- * body parsed; `lean gateway (floor)`, no framework but a database round trip before and after each
- * stream and a log line: the work no metered gateway escapes), `/v3` (the API with its settings' defaults, the
+ * body parsed; `relay (floor)`, no framework, the body parsed, the stream relayed as /v3 relays it
+ * and a log line: a gateway that meters nothing; `lean gateway (floor)`, the relay floor plus a
+ * database round trip before and after each stream: the work no metered gateway escapes), `/v3` (the API with its settings' defaults, the
  * per-key request rate limit of api/http/rate-limits.ts included: it counts every request, with a
  * limit raised so that the benchmark's own traffic is not refused), `/v3, rate limit off` (a second
  * API process with REQUESTS_PER_MINUTE_MESSAGING=0: the gateway's own work), `/v3, provider after
@@ -163,7 +164,7 @@ function oneStream(agent: http.Agent, url: URL, key: string | null): Promise<Sam
   });
 }
 
-type PathName = 'direct' | 'bare proxy' | 'Express proxy (floor)' | 'lean gateway (floor)' | '/v3' | '/v3, rate limit off' | '/v3, provider after admission' | '/v3 (one key)';
+type PathName = 'direct' | 'bare proxy' | 'Express proxy (floor)' | 'relay (floor)' | 'lean gateway (floor)' | '/v3' | '/v3, rate limit off' | '/v3, provider after admission' | '/v3 (one key)';
 
 interface Row {
   concurrency: number;
@@ -342,7 +343,7 @@ function goalsTable(rows: Row[], admissions: BudgetSummary | null): string {
     const cpu = (pathName: PathName) => rows.find((r) => r.path === pathName && r.concurrency === 200)?.cpu.middle ?? NaN;
     const cpuBound = cpu('bare proxy') * goals.vsBareProxy.cpuRatio;
     lines.push(`| API CPU per stream at 200 streams, at most ${goals.vsBareProxy.cpuRatio}× the bare proxy's | ≤ ${fmt(cpuBound, 2)} ms | ${fmt(cpu('/v3'), 2)} ms (${fmt(cpu('/v3') / cpu('bare proxy'), 2)}×) | ${verdict(cpu('/v3'), cpuBound)} |`);
-    for (const floor of ['Express proxy (floor)', 'lean gateway (floor)'] as const) {
+    for (const floor of ['Express proxy (floor)', 'relay (floor)', 'lean gateway (floor)'] as const) {
       if (rows.some((r) => r.path === floor && r.concurrency === 1)) lines.push(`| (${floor}) added TTFT, 1 stream, p50 | | ${fmt(added(1, 50, floor))} ms (the bare proxy's + ${fmt(added(1, 50, floor) - bare(1, 50))} ms) | |`);
       if (!rows.some((r) => r.path === floor && r.concurrency === 200)) continue;
       lines.push(`| (${floor}) CPU per stream / added TTFT p50, p99 at 200 streams | | ${fmt(cpu(floor), 2)} ms (${fmt(cpu(floor) / cpu('bare proxy'), 2)}×) / ${fmt(added(200, 50, floor))}, ${fmt(added(200, 99, floor))} ms (${fmt(added(200, 50, floor) / bare(200, 50), 2)}×, ${fmt(added(200, 99, floor) / bare(200, 99), 2)}×) | |`);
@@ -389,8 +390,11 @@ async function main() {
   const middleStartedAt = performance.now();
   const proxy = startProcess('bench/support/bare-proxy.ts', { BENCH_PROVIDER_URL: providerUrl }, { nodeArgs: profiledAs('bare-proxy') });
   const proxyUrl = (JSON.parse(await firstLine(proxy)) as { url: string }).url;
-  const floors = ['express', 'lean'].map((floor) => startProcess('bench/support/floor-gateways.ts', { BENCH_PROVIDER_URL: providerUrl, BENCH_FLOOR: floor, DATABASE_URL: databaseUrl }, { nodeArgs: profiledAs(`${floor}-floor`) }));
-  const [expressFloorUrl, leanFloorUrl] = await Promise.all(floors.map(async (f) => (JSON.parse(await firstLine(f)) as { url: string }).url));
+  // The floors' log lines go to a file, as the API's do.
+  const floors = ['express', 'relay', 'lean'].map((floor) =>
+    startProcess('bench/support/floor-gateways.ts', { BENCH_PROVIDER_URL: providerUrl, BENCH_FLOOR: floor, DATABASE_URL: databaseUrl, BENCH_FLOOR_LOG: path.join(work, `${floor}-floor.log`) }, { nodeArgs: profiledAs(`${floor}-floor`) }),
+  );
+  const [expressFloorUrl, relayFloorUrl, leanFloorUrl] = await Promise.all(floors.map(async (f) => (JSON.parse(await firstLine(f)) as { url: string }).url));
   /** An API process; `name` tells its log file and profile apart. */
   const startApi = async (name: string, env: Record<string, string>) => {
     const port = await freePort();
@@ -431,7 +435,8 @@ async function main() {
       if (c === 1 || c === 200) {
         targets.splice(2, 0,
           { path: 'Express proxy (floor)', url: new URL(`${expressFloorUrl}/chat/completions`), keys: [null], pid: floors[0]!.pid! },
-          { path: 'lean gateway (floor)', url: new URL(`${leanFloorUrl}/chat/completions`), keys: [null], pid: floors[1]!.pid! },
+          { path: 'relay (floor)', url: new URL(`${relayFloorUrl}/chat/completions`), keys: [null], pid: floors[1]!.pid! },
+          { path: 'lean gateway (floor)', url: new URL(`${leanFloorUrl}/chat/completions`), keys: [null], pid: floors[2]!.pid! },
         );
       }
       if (c === 200) targets.push({ path: '/v3 (one key)', url: new URL(`${api.url}/v3/chat/completions`), keys: [shared], pid: api.child.pid! });
@@ -467,6 +472,7 @@ async function main() {
     const compared = [
       { title: 'bare proxy', name: 'bare-proxy', streams: streamsOf('bare proxy'), sinceUs: (measuringFrom - middleStartedAt) * 1000 },
       { title: 'Express floor', name: 'express-floor', streams: streamsOf('Express proxy (floor)'), sinceUs: (measuringFrom - middleStartedAt) * 1000 },
+      { title: 'relay floor', name: 'relay-floor', streams: streamsOf('relay (floor)'), sinceUs: (measuringFrom - middleStartedAt) * 1000 },
       { title: 'lean floor', name: 'lean-floor', streams: streamsOf('lean gateway (floor)'), sinceUs: (measuringFrom - middleStartedAt) * 1000 },
       { title: '/v3', name: 'api', streams: streamsOf('/v3', '/v3 (one key)'), sinceUs: (measuringFrom - api.startedAt) * 1000 },
     ].flatMap((p) => {
@@ -484,9 +490,9 @@ async function main() {
         '',
         '## Per stream, beside the floors',
         '',
-        'Busy self time per stream served, by component, in the bare proxy, the two floors and the /v3 API process (its /v3 and "(one key)" streams), the rows where /v3 spends most beyond the bare proxy first. Wall-time sampling inflates socket writes alike in every process.',
+        'Busy self time per stream served, by component, in the bare proxy, the three floors and the /v3 API process (its /v3 and "(one key)" streams), the rows where /v3 spends most beyond the bare proxy first. Wall-time sampling inflates socket writes alike in every process.',
         '',
-        compared.length === 4 ? comparisonTable(compared) : 'a profile was not written',
+        compared.length === 5 ? comparisonTable(compared) : 'a profile was not written',
         '',
         ...summaries.flatMap((x) => [x, '']),
       ].join('\n'),

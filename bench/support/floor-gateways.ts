@@ -7,9 +7,12 @@
  *   for the provider, and the stream relayed as /v3 relays it (pieces with nothing to read as
  *   their bytes, the others as text, events split, the usage chunk parsed). No key, no
  *   admission, no accounting.
- * - `lean`: no framework at all, and the work every metered gateway must do per stream: the body
- *   read and parsed, one PostgreSQL round trip before the provider is called (the hold) and one
- *   after the stream ends (the settlement), the stream relayed as above, one log line per request.
+ * - `relay`: no framework and no database: the body read and parsed, the stream relayed as above,
+ *   one log line per request. What a gateway costs that reads and rewrites what it relays but
+ *   meters nothing: the floor of /v3's own steps beside its metering.
+ * - `lean`: `relay` plus the work every metered gateway must do per stream with a plain database
+ *   client: one PostgreSQL round trip before the provider is called (the hold) and one after the
+ *   stream ends (the settlement).
  * Prints `{"url": ...}` on its first line of output, then serves until SIGTERM.
  */
 import fs from 'node:fs';
@@ -76,20 +79,23 @@ function expressFloor(): http.RequestListener {
   return app;
 }
 
-function leanFloor(): http.RequestListener {
-  const db = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 10 });
+/** `relay`, or `lean` when `db` is given: a round trip before the call and one after the stream. */
+function leanFloor(db: pg.Pool | null): http.RequestListener {
   const log = fs.openSync(process.env.BENCH_FLOOR_LOG ?? '/dev/null', 'a');
+  const logLine = (req: http.IncomingMessage, res: http.ServerResponse, started: number) =>
+    fs.writeSync(log, `${JSON.stringify({ time: new Date().toISOString(), level: 'info', msg: 'request', method: req.method, path: req.url, status: res.statusCode, duration_ms: Math.round(performance.now() - started) })}\n`);
   return (req, res) => {
     const parts: Buffer[] = [];
     req.on('data', (c: Buffer) => parts.push(c));
     req.on('end', () => {
       const started = performance.now();
       const body = JSON.parse(Buffer.concat(parts).toString('utf8')) as Record<string, unknown>;
+      if (!db) return relay(res, body, () => logLine(req, res, started));
       db.query('SELECT 1').then(
         () =>
           relay(res, body, () => {
             db.query('SELECT 1').catch(() => undefined);
-            fs.writeSync(log, `${JSON.stringify({ time: new Date().toISOString(), level: 'info', msg: 'request', method: req.method, path: req.url, status: res.statusCode, duration_ms: Math.round(performance.now() - started) })}\n`);
+            logLine(req, res, started);
           }),
         () => res.destroy(),
       );
@@ -97,5 +103,12 @@ function leanFloor(): http.RequestListener {
   };
 }
 
-const server = http.createServer(floor === 'express' ? expressFloor() : floor === 'lean' ? leanFloor() : (() => { throw new Error('BENCH_FLOOR must be express or lean'); })());
+const listeners: Record<string, () => http.RequestListener> = {
+  express: expressFloor,
+  relay: () => leanFloor(null),
+  lean: () => leanFloor(new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 10 })),
+};
+const listener = listeners[floor ?? ''];
+if (!listener) throw new Error('BENCH_FLOOR must be express, relay or lean');
+const server = http.createServer(listener());
 serveProxy(server);
