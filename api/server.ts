@@ -4,6 +4,7 @@ import { createServices } from '../lib/services.js';
 import { lazyTemporalClient } from '../lib/platform/temporal.js';
 import { createApp } from './app.js';
 import { keepUploadFolder, uploadFolder } from './http/upload-folder.js';
+import { keepClientConnections } from './http/connections.js';
 import { countTokens } from '../lib/platform/tokens.js';
 import { latinDetector } from '../lib/speech/detect.js';
 import { removeAbandonedScratch } from '../lib/platform/scratch.js';
@@ -28,6 +29,7 @@ const server: Server = app.listen(config.port, '0.0.0.0', () => {
   const address = server.address();
   services.log.info('api listening', { port: typeof address === 'object' && address ? address.port : config.port });
 });
+keepClientConnections(server, config.httpKeepAliveMs);
 
 let stopping = false;
 const stop = () => {

@@ -74,6 +74,10 @@ const general = {
     description: 'How many replicas must answer a search or chunk count (see `WEAVIATE_WRITE_CONSISTENCY`)',
   },
   PORT: { type: 'integer', min: 0, max: 65535, default: '3000', readBy: ['api'], description: 'API port' },
+  HTTP_KEEP_ALIVE_SECONDS: {
+    type: 'integer', min: 1, max: 3600, default: '65', readBy: ['api'],
+    description: "How long the API keeps an idle client connection open for its next request (announced in each answer's `Keep-Alive: timeout=`). Longer than the idle timeout of the load balancers in front of it (60 s on the common ones), so that they close an idle connection first: a request sent on a connection the API closes at that moment fails. Node's own default, 5 s, made clients with keep-alive pools reconnect after every pause",
+  },
   TRUST_PROXY: {
     type: 'string', default: 'false', readBy: ['api'],
     allowed: '`false`, `true`, a number of hops (0-100), or a comma-separated list of addresses/subnets (`loopback`, `linklocal`, `uniquelocal` too)',

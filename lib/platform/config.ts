@@ -19,6 +19,8 @@ export interface Config {
   /** WEAVIATE_REPLICATION_FACTOR, WEAVIATE_WRITE_CONSISTENCY, WEAVIATE_READ_CONSISTENCY (docs/deployment.md, "Production-like deployment and scaling"). */
   weaviateReplication: { factor: number; write: WeaviateConsistency; read: WeaviateConsistency };
   port: number;
+  /** HTTP_KEEP_ALIVE_SECONDS: how long an idle client connection stays open. */
+  httpKeepAliveMs: number;
   /**
    * Which proxies in front of the API are believed about the client (X-Forwarded-For, -Proto,
    * -Host): false (none), true (all), a number of hops, or addresses/subnets (Express's `trust proxy`).
@@ -668,6 +670,7 @@ export function loadConfig(env: Env = process.env): Config {
       read: setting(env, 'WEAVIATE_READ_CONSISTENCY'),
     },
     port: setting(env, 'PORT'),
+    httpKeepAliveMs: setting(env, 'HTTP_KEEP_ALIVE_SECONDS') * 1000,
     trustProxy: trustProxySetting(setting(env, 'TRUST_PROXY')),
     adminApiKey,
     openaiBaseUrl,

@@ -8,6 +8,7 @@ import { createServices } from '../../lib/services.js';
 import { connectTemporalClient } from '../../lib/platform/temporal.js';
 import { createApp } from '../../api/app.js';
 import { keepUploadFolder, uploadFolder } from '../../api/http/upload-folder.js';
+import { keepClientConnections } from '../../api/http/connections.js';
 import type { ApiDeps } from '../../api/deps.js';
 import { dropDatabase, ensureDatabase, migrate, repoRoot } from '../../scripts/stack.js';
 import { systemEnv, testStack } from './stack.js';
@@ -33,6 +34,7 @@ export async function startApi(overrides: Record<string, string> = {}): Promise<
   const app = createApp(deps);
   // Every answer is checked against the document the app serves (a mismatch fails the test).
   const server = http.createServer(checkingAnswers(app, app.locals.openapi)).listen(0, '127.0.0.1');
+  keepClientConnections(server, config.httpKeepAliveMs);
   await new Promise((resolve) => server.once('listening', resolve));
   const { port } = server.address() as AddressInfo;
   return {
