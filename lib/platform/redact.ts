@@ -11,6 +11,14 @@
 
 const MASK = '***';
 const registered = new Set<string>();
+/** `registered`, longest first (so a secret that contains another is masked whole); sorted when one is added, not per line. */
+let longestFirst: string[] = [];
+
+function register(value: string): void {
+  if (registered.has(value)) return;
+  registered.add(value);
+  longestFirst = [...registered].sort((a, b) => b.length - a.length);
+}
 
 /** Shapes of secrets, each replaced by its first group followed by the mask. */
 const secretShapes: RegExp[] = [
@@ -28,11 +36,11 @@ const secretShapes: RegExp[] = [
 /** Registers a value that must never be logged (shorter than 6 characters: ignored, too likely to be ordinary text). */
 export function registerSecret(value: string | null | undefined): void {
   if (value && value.length >= 6) {
-    registered.add(value);
+    register(value);
     // As it appears inside a JSON string, too.
-    registered.add(JSON.stringify(value).slice(1, -1));
+    register(JSON.stringify(value).slice(1, -1));
     try {
-      registered.add(encodeURIComponent(value));
+      register(encodeURIComponent(value));
     } catch {
       /* a lone surrogate: not URL-encodable */
     }
@@ -53,8 +61,7 @@ export function registerUrlPassword(url: string): void {
 /** `text` with every registered secret and every secret-shaped substring masked. */
 export function redactSecrets(text: string): string {
   let out = text;
-  // Longest first, so a secret that contains another is masked whole.
-  for (const secret of [...registered].sort((a, b) => b.length - a.length)) {
+  for (const secret of longestFirst) {
     if (out.includes(secret)) out = out.split(secret).join(MASK);
   }
   for (const shape of secretShapes) out = out.replace(shape, `$1${MASK}`);

@@ -86,6 +86,13 @@ describe('secrets stay out of logs', function () {
       assert.equal(redactSecrets(JSON.stringify({ note: 'registered"Secret\\value' })), '{"note":"***"}');
       assert.equal(redactUrl('postgresql://u:pw-123@h/db'), 'postgresql://u:***@h/db');
     });
+
+    it('masks a registered value that contains one registered before it whole, not around the shorter', () => {
+      registerSecret('inner-9f3k');
+      assert.equal(redactSecrets('a inner-9f3k b'), 'a *** b');
+      registerSecret('outer-inner-9f3k-tail');
+      assert.equal(redactSecrets('a outer-inner-9f3k-tail b'), 'a *** b');
+    });
   });
 
   describe('the API process', () => {
