@@ -79,8 +79,8 @@ function expressFloor(): http.RequestListener {
   return app;
 }
 
-/** `relay`, or `lean` when `db` is given: a round trip before the call and one after the stream. */
-function leanFloor(db: pg.Pool | null): http.RequestListener {
+/** The relay floor; the lean floor when `db` is given: a round trip before the call and one after the stream. */
+function relayFloor(db: pg.Pool | null): http.RequestListener {
   const log = fs.openSync(process.env.BENCH_FLOOR_LOG ?? '/dev/null', 'a');
   const logLine = (req: http.IncomingMessage, res: http.ServerResponse, started: number) =>
     fs.writeSync(log, `${JSON.stringify({ time: new Date().toISOString(), level: 'info', msg: 'request', method: req.method, path: req.url, status: res.statusCode, duration_ms: Math.round(performance.now() - started) })}\n`);
@@ -105,8 +105,8 @@ function leanFloor(db: pg.Pool | null): http.RequestListener {
 
 const listeners: Record<string, () => http.RequestListener> = {
   express: expressFloor,
-  relay: () => leanFloor(null),
-  lean: () => leanFloor(new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 10 })),
+  relay: () => relayFloor(null),
+  lean: () => relayFloor(new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 10 })),
 };
 const listener = listeners[floor ?? ''];
 if (!listener) throw new Error('BENCH_FLOOR must be express, relay or lean');

@@ -10,14 +10,11 @@
  */
 
 const MASK = '***';
-const registered = new Set<string>();
-/** `registered`, longest first (so a secret that contains another is masked whole); sorted when one is added, not per line. */
-let longestFirst: string[] = [];
+/** The registered secrets, longest first (so a secret that contains another is masked whole): sorted as one is added, not per line. */
+let registered: string[] = [];
 
 function register(value: string): void {
-  if (registered.has(value)) return;
-  registered.add(value);
-  longestFirst = [...registered].sort((a, b) => b.length - a.length);
+  if (!registered.includes(value)) registered = [...registered, value].sort((a, b) => b.length - a.length);
 }
 
 /** Shapes of secrets, each replaced by its first group followed by the mask. */
@@ -61,7 +58,7 @@ export function registerUrlPassword(url: string): void {
 /** `text` with every registered secret and every secret-shaped substring masked. */
 export function redactSecrets(text: string): string {
   let out = text;
-  for (const secret of longestFirst) {
+  for (const secret of registered) {
     if (out.includes(secret)) out = out.split(secret).join(MASK);
   }
   for (const shape of secretShapes) out = out.replace(shape, `$1${MASK}`);
