@@ -23,6 +23,8 @@ interface Outcome {
   code: number;
   summary: string;
   slowest: [string, number][];
+  /** Mocha's report of the lane's failures ("N failing" onward), repeated after the table. */
+  failures: string;
   /** User + system CPU of the lane's processes; null if the lane was killed before it could say. */
   cpuMs: number | null;
 }
@@ -58,6 +60,9 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
+/** CI keeps only the end of a run's output; the failures are printed again there, this much of each lane's. */
+const failureReportChars = 8000;
+
 const formatMs = (ms: number) => `${Math.floor(ms / 60_000)}:${String(Math.round((ms % 60_000) / 1000)).padStart(2, '0')}`;
 
 async function runLane(lane: Lane): Promise<Outcome> {
@@ -83,6 +88,7 @@ async function runLane(lane: Lane): Promise<Outcome> {
   runningLogs.delete(lane.name);
   const ms = Date.now() - started;
   let summary = '';
+  let failures = '';
   if (!alone) {
     fs.closeSync(out as number);
     const text = fs.readFileSync(log, 'utf8');
@@ -91,6 +97,8 @@ async function runLane(lane: Lane): Promise<Outcome> {
       .map((re) => re.exec(text)?.[0])
       .filter(Boolean)
       .join(', ');
+    const failing = /^ *\d+ failing/m.exec(text);
+    if (failing) failures = text.slice(failing.index).trimEnd().slice(0, failureReportChars);
   }
   let slowest: [string, number][] = [];
   try {
@@ -99,7 +107,7 @@ async function runLane(lane: Lane): Promise<Outcome> {
   } catch {
     /* the lane ended before its last hook (a crash): no times */
   }
-  return { lane, files: files.length, ms, code, summary, slowest, cpuMs: childCpuMs(cpuFile) };
+  return { lane, files: files.length, ms, code, summary, slowest, failures, cpuMs: childCpuMs(cpuFile) };
 }
 
 const started = Date.now();
@@ -129,4 +137,5 @@ for (const o of outcomes.sort((a, b) => lanes.indexOf(a.lane) - lanes.indexOf(b.
   if (o.slowest.length) console.log(`  ${''.padEnd(10)} slowest: ${o.slowest.map(([f, ms]) => `${f} ${formatMs(ms)}`).join(', ')}`);
 }
 console.log(`  ${'all'.padEnd(10)} ${''.padEnd(9)} ${''.padStart(9)}  ${formatMs(Date.now() - started).padStart(6)}`);
+for (const o of outcomes) if (o.failures) console.log(`\n[test] lane ${o.lane.name}, its failures again:\n${o.failures}`);
 process.exit(outcomes.every((o) => o.code === 0) ? 0 : 1);
