@@ -3,6 +3,10 @@ import { redactSecrets } from './redact.js';
 /**
  * Structured JSON logs, one object per line on stdout, so that any collector can index them. No
  * secret reaches a line: each is passed through redactSecrets (lib/platform/redact.ts).
+ *
+ * The lines of one event-loop turn go out in one write: at 200 streams the API ends several in a
+ * turn, and a write to a file or pipe is a system call each (synchronous on Linux). What a turn
+ * leaves pending is written on exit too, so a process that exits or crashes loses no line.
  */
 type Level = 'debug' | 'info' | 'warn' | 'error';
 const rank: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
@@ -19,7 +23,8 @@ export function createLogger(base: Record<string, unknown> = {}, minLevel: Level
   const emit = (level: Level, msg: string, fields?: Record<string, unknown>) => {
     if (rank[level] < (rank[minLevel] ?? 20)) return;
     const line = { time: new Date().toISOString(), level, msg, ...base, ...fields };
-    process.stdout.write(redactSecrets(JSON.stringify(line, errorReplacer)) + '\n');
+    pendingLines.push(redactSecrets(JSON.stringify(line, errorReplacer)));
+    if (pendingLines.length === 1) setImmediate(writePendingLines);
   };
   return {
     debug: (m, f) => emit('debug', m, f),
@@ -29,6 +34,17 @@ export function createLogger(base: Record<string, unknown> = {}, minLevel: Level
     child: (fields) => createLogger({ ...base, ...fields }, minLevel),
   };
 }
+
+let pendingLines: string[] = [];
+
+/** Writes the lines logged so far in one write. */
+function writePendingLines(): void {
+  if (pendingLines.length === 0) return;
+  const lines = pendingLines;
+  pendingLines = [];
+  process.stdout.write(lines.join('\n') + '\n');
+}
+process.on('exit', writePendingLines);
 
 function errorReplacer(_key: string, value: unknown) {
   if (value instanceof Error) return { name: value.name, message: value.message, stack: value.stack };
