@@ -96,4 +96,4 @@ RUN mkdir -p /var/lib/knowledge/storage \
 USER node
 EXPOSE 3000
 ENTRYPOINT ["/usr/bin/tini", "--"]
-CMD ["node", "--import", "tsx", "api/server.ts"]
+CMD ["node", "--max-semi-space-size=64", "--import", "tsx", "api/server.ts"]

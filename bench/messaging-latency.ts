@@ -48,7 +48,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { createDb } from '../lib/platform/db.js';
 import { createQuotaKey } from '../lib/messaging/quota-keys.js';
-import { dropDatabase, ensureDatabase, freePort, migrate } from '../scripts/stack.js';
+import { dropDatabase, ensureDatabase, freePort, migrate, nodeArgs } from '../scripts/stack.js';
 import { cpuOf, cpuSpent, describeLoad, fmt, machineLine, percentile, readLoad, writeSection, type LoadReading } from './support/results.js';
 import { comparisonTable, profileSummary } from './support/cpu-profile.js';
 import type { BudgetSummary } from './budget-admission.js';
@@ -71,8 +71,9 @@ const goals = {
   vsBareProxy: { singleExtraMs: 1.5, c200Ratio: 1.5, cpuRatio: 1.3 },
 };
 
-function startProcess(script: string, env: Record<string, string>, options: { nodeArgs?: string[]; stdout?: number } = {}): ChildProcess {
-  return spawn(process.execPath, [...(options.nodeArgs ?? []), '--import', 'tsx', script], {
+/** `plainNode`: without the flags production gives the script (scripts/stack.ts, nodeArgs). */
+function startProcess(script: string, env: Record<string, string>, options: { nodeArgs?: string[]; stdout?: number; plainNode?: boolean } = {}): ChildProcess {
+  return spawn(process.execPath, [...(options.nodeArgs ?? []), ...(options.plainNode ? ['--import', 'tsx', script] : nodeArgs(script))], {
     cwd: repoRoot,
     env: { ...process.env, ...env },
     stdio: ['ignore', options.stdout ?? 'pipe', 'inherit'],
@@ -164,7 +165,7 @@ function oneStream(agent: http.Agent, url: URL, key: string | null): Promise<Sam
   });
 }
 
-type PathName = 'direct' | 'bare proxy' | 'Express proxy (floor)' | 'relay (floor)' | 'lean gateway (floor)' | '/v3' | '/v3, rate limit off' | '/v3, provider after admission' | '/v3 (one key)';
+type PathName = 'direct' | 'bare proxy' | 'Express proxy (floor)' | 'relay (floor)' | 'lean gateway (floor)' | '/v3' | '/v3, rate limit off' | '/v3, provider after admission' | '/v3 (one key)' | '/v3, V8 default young generation';
 
 interface Row {
   concurrency: number;
@@ -349,6 +350,11 @@ function goalsTable(rows: Row[], admissions: BudgetSummary | null): string {
       lines.push(`| (${floor}) CPU per stream / added TTFT p50, p99 at 200 streams | | ${fmt(cpu(floor), 2)} ms (${fmt(cpu(floor) / cpu('bare proxy'), 2)}×) / ${fmt(added(200, 50, floor))}, ${fmt(added(200, 99, floor))} ms (${fmt(added(200, 50, floor) / bare(200, 50), 2)}×, ${fmt(added(200, 99, floor) / bare(200, 99), 2)}×) | |`);
     }
   }
+  const defaultHeap: PathName = '/v3, V8 default young generation';
+  if (rows.some((r) => r.path === defaultHeap)) {
+    const cpu = (pathName: PathName) => rows.find((r) => r.path === pathName && r.concurrency === 200)?.cpu.middle ?? NaN;
+    lines.push(`| (the API without its Node flags, V8's default young generation) CPU per stream / added TTFT p50, p99 at 200 streams | | ${fmt(cpu(defaultHeap), 2)} ms (${fmt(cpu(defaultHeap) / cpu('bare proxy'), 2)}×) / ${fmt(added(200, 50, defaultHeap))}, ${fmt(added(200, 99, defaultHeap))} ms | |`);
+  }
   if (rows.some((r) => r.path === '/v3 (one key)')) {
     lines.push(`| (200 streams on one quota key, p50 / p99) | (same) | ${fmt(added(200, 50, '/v3 (one key)'))} / ${fmt(added(200, 99, '/v3 (one key)'))} ms | ${verdict(added(200, 50, '/v3 (one key)'), goals.c200.p50)} / ${verdict(added(200, 99, '/v3 (one key)'), goals.c200.p99)} |`);
   }
@@ -396,14 +402,14 @@ async function main() {
   );
   const [expressFloorUrl, relayFloorUrl, leanFloorUrl] = await Promise.all(floors.map(async (f) => (JSON.parse(await firstLine(f)) as { url: string }).url));
   /** An API process; `name` tells its log file and profile apart. */
-  const startApi = async (name: string, env: Record<string, string>) => {
+  const startApi = async (name: string, env: Record<string, string>, plainNode = false) => {
     const port = await freePort();
     const log = fs.openSync(path.join(work, `${name}.log`), 'w');
     const profileDir = path.join(work, `${name}-profile`);
     const child = startProcess(
       'api/server.ts',
       { PORT: String(port), DATABASE_URL: databaseUrl, ADMIN_API_KEY: 'bench-admin-key-0123456789', OPENAI_BASE_URL: providerUrl, OPENAI_API_KEY: 'bench', LOG_LEVEL: 'info', ...env },
-      { nodeArgs: profiledAs(name), stdout: log },
+      { nodeArgs: profiledAs(name), stdout: log, plainNode },
     );
     return { name, child, url: `http://127.0.0.1:${port}`, log, profileDir, startedAt: performance.now() };
   };
@@ -413,8 +419,10 @@ async function main() {
     await startApi('api', { REQUESTS_PER_MINUTE_MESSAGING: process.env.REQUESTS_PER_MINUTE_MESSAGING ?? '1000000' }),
     await startApi('api-no-rate-limit', { REQUESTS_PER_MINUTE_MESSAGING: '0', MESSAGING_SERVER_TIMING: 'true' }),
     await startApi('api-no-overlap', { REQUESTS_PER_MINUTE_MESSAGING: process.env.REQUESTS_PER_MINUTE_MESSAGING ?? '1000000', MESSAGING_CALL_DURING_ADMISSION_SECONDS: '0', MESSAGING_SERVER_TIMING: 'true' }),
+    // The /v3 of the goals as Node runs it without the API's flags (its young generation), at 200 streams.
+    await startApi('api-default-heap', { REQUESTS_PER_MINUTE_MESSAGING: process.env.REQUESTS_PER_MINUTE_MESSAGING ?? '1000000' }, true),
   ];
-  const [api, apiOff, apiSequential] = apis as [(typeof apis)[0], (typeof apis)[0], (typeof apis)[0]];
+  const [api, apiOff, apiSequential, apiDefaultHeap] = apis as [(typeof apis)[0], (typeof apis)[0], (typeof apis)[0], (typeof apis)[0]];
   const rows: Row[] = [];
   let loadAfter: LoadReading;
   let measuringFrom = 0;
@@ -441,7 +449,10 @@ async function main() {
           { path: 'lean gateway (floor)', url: new URL(`${leanFloorUrl}/chat/completions`), keys: [null], pid: floors[2]!.pid! },
         );
       }
-      if (c === 200) targets.push({ path: '/v3 (one key)', url: new URL(`${api.url}/v3/chat/completions`), keys: [shared], pid: api.child.pid! });
+      if (c === 200) {
+        targets.push({ path: '/v3 (one key)', url: new URL(`${api.url}/v3/chat/completions`), keys: [shared], pid: api.child.pid! });
+        targets.push({ path: '/v3, V8 default young generation', url: new URL(`${apiDefaultHeap.url}/v3/chat/completions`), keys, pid: apiDefaultHeap.child.pid! });
+      }
       const measured = await measure(targets, c, provider.pid!);
       rows.push(...measured);
       for (const r of measured) console.log(`${c} × ${r.path}: TTFT p50 ${fmt(of(r, 'ttftMs', 50))} p99 ${fmt(of(r, 'ttftMs', 99))}, last byte p50 ${fmt(of(r, 'totalMs', 50))} p99 ${fmt(of(r, 'totalMs', 99))} ms (${r.failures} failures)`);
@@ -461,7 +472,7 @@ async function main() {
       const files = fs.existsSync(a.profileDir) ? fs.readdirSync(a.profileDir).filter((f) => f.endsWith('.cpuprofile')) : [];
       // Start-up (module loading, the tokenizer, the language detector) is left out.
       const summary = files.length ? profileSummary(path.join(a.profileDir, files[0]!), { sinceUs: (measuringFrom - a.startedAt) * 1000, topFunctions: 25 }) : 'no profile was written';
-      const title = { api: '/v3 as configured (rate limit on)', 'api-no-rate-limit': '/v3, rate limit off', 'api-no-overlap': '/v3, provider after admission' }[a.name] ?? a.name;
+      const title = { api: '/v3 as configured (rate limit on)', 'api-no-rate-limit': '/v3, rate limit off', 'api-no-overlap': '/v3, provider after admission', 'api-default-heap': '/v3, V8 default young generation' }[a.name] ?? a.name;
       return [`## ${title}`, '', summary].join('\n');
     });
     // The same accounting for the floors and /v3, per stream served: where /v3 pays beyond them.
@@ -503,7 +514,7 @@ async function main() {
     const body = [
       '# Hot paths: the /v3 gateway and budget admission (`npm run bench:messaging`)',
       '',
-      `Run ${new Date().toISOString()} (${((Date.now() - started) / 1000).toFixed(0)} s) on ${machineLine()}. Before: ${describeLoad(loadBefore)}. After: ${describeLoad(loadAfter!)}. Client, fake provider, bare proxy and the three API processes (\`api/server.ts\`, LOG_LEVEL=info to a file) each in its own process; the admissions in a process of their own (bench/budget-admission.ts, its full section below), before the others started.`,
+      `Run ${new Date().toISOString()} (${((Date.now() - started) / 1000).toFixed(0)} s) on ${machineLine()}. Before: ${describeLoad(loadBefore)}. After: ${describeLoad(loadAfter!)}. Client, fake provider, bare proxy, the three floors and the four API processes (\`api/server.ts\` with the flags scripts/start gives it, one without them; LOG_LEVEL=info to a file) each in its own process; the admissions in a process of their own (bench/budget-admission.ts, its full section below), before the others started.`,
       '',
       '## Goals',
       '',

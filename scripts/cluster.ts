@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { canListen, ensureDatabase, manage, migrate, startObjectStore, startWeaviate, waitFor, type ManagedProcess, type WeaviatePorts } from './stack.js';
+import { canListen, ensureDatabase, manage, migrate, nodeArgs, startObjectStore, startWeaviate, waitFor, type ManagedProcess, type WeaviatePorts } from './stack.js';
 import { setUpTemporalSchema, startTemporalServer, startTemporalUi, type TemporalServerOptions } from './temporal-server.js';
 import { startLoadBalancer } from './load-balancer.js';
 
@@ -231,7 +231,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     };
     const node = (name: string, script: string, extra: Record<string, string>) => () =>
       Promise.resolve(
-        manage(name, process.execPath, ['--import', 'tsx', script], {
+        manage(name, process.execPath, nodeArgs(script), {
           env: { ...env, ...extra, STORAGE_DIR: path.join(o.dataDir, 'scratch', name) },
           logFile: path.join(logs, `${name}.log`),
         }),

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig, setting } from '../lib/platform/config.js';
 import { redactSecrets, redactUrl } from '../lib/platform/redact.js';
-import { binaries, ensureDatabase, manage, migrate, portOpen, repoRoot, startTemporal, startWeaviate, waitFor, type ManagedProcess } from './stack.js';
+import { binaries, ensureDatabase, manage, migrate, nodeArgs, portOpen, repoRoot, startTemporal, startWeaviate, waitFor, type ManagedProcess } from './stack.js';
 import { defaultClusterPorts, objectStoreCredentials, startCluster } from './cluster.js';
 
 /**
@@ -138,7 +138,7 @@ async function startSingleMachine(): Promise<void> {
   }
 
   const node = (name: string, script: string) =>
-    manage(name, process.execPath, ['--import', 'tsx', script], { env, logFile: path.join(dataDir, `logs/${name}.log`) });
+    manage(name, process.execPath, nodeArgs(script), { env, logFile: path.join(dataDir, `logs/${name}.log`) });
   started.push(node('worker', 'workers/main.ts'));
   started.push(node('api', 'api/server.ts'));
   await waitFor('API', async () => (await fetch(`http://127.0.0.1:${config.port}/health`)).ok, 60_000, started.at(-1));

@@ -9,6 +9,7 @@ import { searchAttributeDeclarations } from '../../lib/contracts/search-attribut
 import { weaviateReplicationFactor } from '../../scripts/cluster.js';
 import { haproxyConfig } from '../../scripts/load-balancer.js';
 import { temporalDynamicConfig } from '../../scripts/temporal-server.js';
+import { nodeArgs } from '../../scripts/stack.js';
 
 /**
  * docker-compose.temporal.yml and the Dockerfile, checked without a Docker engine.
@@ -375,7 +376,11 @@ describe('deployment: docker-compose.temporal.yml and Dockerfile', function () {
         assert.equal(path.resolve(build.context), root, `${name} build context`);
         assert.equal(build.dockerfile ?? 'Dockerfile', 'Dockerfile', `${name} dockerfile`);
       }
-      assert.match(commandText(services.api ?? {}), /api\/server\.ts/);
+      // The API's Node runs with the flags scripts/start and the cluster profile give it, in the image too.
+      const apiCommand = ['node', ...nodeArgs('api/server.ts')].join(' ');
+      assert.equal(commandText(services.api ?? {}), apiCommand);
+      const imageCommand = [...readFileSync(dockerfile, 'utf8').matchAll(/^CMD (\[.*\])$/gm)].at(-1)?.[1] ?? '[]';
+      assert.equal((JSON.parse(imageCommand) as string[]).join(' '), apiCommand, 'the image\'s command (its last stage)');
       assert.match(commandText(services.worker ?? {}), /workers\/main\.ts/);
       assert.equal(path.resolve(services.migrate?.build?.context ?? ''), root);
       assert.match(commandText(services.migrate ?? {}), /scripts\/prisma\.sh migrate deploy/);
