@@ -26,7 +26,7 @@ const toolsDir = setting(process.env, 'DWB_TOOLS_DIR');
  * the flag took the added time to first token from 63 / 105 to 48 / 75 ms (p50 / p99). The
  * Dockerfile and docker-compose.temporal.yml give the same flags (test/deploy/compose.test.ts).
  */
-export const apiNodeFlags = ['--max-semi-space-size=64'] as const;
+const apiNodeFlags = ['--max-semi-space-size=64'] as const;
 export function nodeArgs(script: string): string[] {
   return [...(script === 'api/server.ts' ? apiNodeFlags : []), '--import', 'tsx', script];
 }
