@@ -6,6 +6,7 @@ import type { Character } from './service-metadata.js';
 import type { ChatCompletionBody } from './upstream.js';
 import { estimateTokens, holdLifetimeMs, holdsBeingMade, quickTokenBound, refineHold, releaseHold, roomForeseen, settleQuota, type QuotaHold } from './quota.js';
 import { holdOnKey } from './quota-escrow.js';
+import { keyAdmitted } from './quota-keys.js';
 
 /**
  * A /v3 request's quota admission: what it holds (lib/messaging/quota.ts makes the hold), when the
@@ -76,9 +77,11 @@ const EARLY_CALL_MAX_HOLDS_IN_FLIGHT = 4;
  * Holds the request's bound on its key. A long input is admitted on its byte bound, without
  * counting its tokens first (quickTokenBound); when that bound does not fit, the tokens are counted
  * and the request asks again with the estimate, so nothing the estimate would admit is refused.
- * The provider may be called during the hold when the request needs no knowledge search (which
- * must wait for the admission), comes while few other holds are being made, and this process heard
- * lately that the key has room for the bound (roomForeseen, MESSAGING_CALL_DURING_ADMISSION_SECONDS).
+ * The provider may be called during the hold when the key was verified lately (quota-keys.ts), the
+ * request needs no knowledge search (which must wait for the admission), comes while few other
+ * holds are being made, and this process heard lately that the key has room for the bound
+ * (roomForeseen, MESSAGING_CALL_DURING_ADMISSION_SECONDS). A hold made in the database confirms an
+ * unverified key; one refused as revoked has it forgotten.
  */
 export function planAdmission(ctx: GenerationContext, endpoint: 'chat' | 'responses', input: { text: string; imageTokens: number }, output: { limit: number | undefined; choices?: number }, character: Character | null): PlannedAdmission {
   const operationKey = `${endpoint}-${ctx.requestId}-${crypto.randomUUID()}`;
@@ -86,10 +89,23 @@ export function planAdmission(ctx: GenerationContext, endpoint: 'chat' | 'respon
   // Each of n choices may use the whole output limit, and the provider charges them all.
   const rest = input.imageTokens + knowledgeAllowance(character) + (output.limit ?? ctx.deps.config.messaging.defaultOutputTokenBound) * (output.choices ?? 1);
   const settings = { drawMs: ctx.deps.config.messaging.quotaEscrowSeconds * 1000, holdMs: holdLifetimeMs(ctx.deps.config.messaging.upstreamTimeoutSeconds) };
-  const ask = (tokens: number) => holdOnKey(ctx.deps.db, ctx.log, settings, { quotaKeyId: ctx.key.id, operationKey, endpoint, tokens });
+  const { key } = ctx;
+  const cacheSeconds = ctx.deps.config.messaging.keyCacheSeconds;
+  const ask = async (tokens: number) => {
+    try {
+      const hold = await holdOnKey(ctx.deps.db, ctx.log, settings, { quotaKeyId: key.id, operationKey, endpoint, tokens, keyVerified: key.verified });
+      // A hold drawn from a slice read nothing of the key.
+      if (!hold.escrow) keyAdmitted(key, true, cacheSeconds);
+      return hold;
+    } catch (err) {
+      if (err instanceof AppError && err.code === 'invalid_api_key') keyAdmitted(key, false, cacheSeconds);
+      throw err;
+    }
+  };
   const quick = quickTokenBound(inputText);
   const forecastMs = ctx.deps.config.messaging.callDuringAdmissionSeconds * 1000;
   const early =
+    key.verified &&
     !character?.knowledge &&
     forecastMs > 0 &&
     holdsBeingMade(ctx.deps.db) < EARLY_CALL_MAX_HOLDS_IN_FLIGHT &&

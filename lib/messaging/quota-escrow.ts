@@ -183,21 +183,28 @@ function escrows(db: Db, log: Logger, settings: EscrowSettings): Escrows {
  * trip), else from the database. A refusal while the slice keeps room nobody borrowed gives that
  * room back first and asks once more, so a process is never refused for its own slice.
  */
-export async function holdOnKey(db: Db, log: Logger, settings: EscrowSettings, req: { quotaKeyId: string; operationKey: string; endpoint: string; tokens: number }): Promise<QuotaHold> {
+export async function holdOnKey(
+  db: Db,
+  log: Logger,
+  settings: EscrowSettings,
+  req: { quotaKeyId: string; operationKey: string; endpoint: string; tokens: number; keyVerified?: boolean },
+): Promise<QuotaHold> {
   const escrow = escrows(db, log, settings);
-  const tokens = Math.max(1, Math.ceil(req.tokens));
-  const drawn = escrow.draw(req.quotaKeyId, req.operationKey, req.endpoint, tokens);
+  const { keyVerified = true, ...hold } = req;
+  const tokens = Math.max(1, Math.ceil(hold.tokens));
+  // A key not verified lately (lib/messaging/quota-keys.ts) is held in the database, which reads its row.
+  const drawn = keyVerified ? escrow.draw(hold.quotaKeyId, hold.operationKey, hold.endpoint, tokens) : null;
   if (drawn) return drawn;
-  const reserve = () => reserveQuota(db, { ...req, tokens, holdMs: settings.holdMs });
-  let hold: QuotaHold;
+  const reserve = () => reserveQuota(db, { ...hold, tokens, holdMs: settings.holdMs });
+  let made: QuotaHold;
   try {
-    hold = await reserve();
+    made = await reserve();
   } catch (err) {
-    if (!(err instanceof AppError && err.code === 'quota_exceeded') || !(await escrow.giveBackUnlent(req.quotaKeyId))) throw err;
-    hold = await reserve();
+    if (!(err instanceof AppError && err.code === 'quota_exceeded') || !(await escrow.giveBackUnlent(hold.quotaKeyId))) throw err;
+    made = await reserve();
   }
-  escrow.considerSlice(req.quotaKeyId);
-  return hold;
+  escrow.considerSlice(hold.quotaKeyId);
+  return made;
 }
 
 /** Tokens this process can lend from its slice of a key right now (a slice's row exists a round trip before it lends). */

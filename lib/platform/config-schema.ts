@@ -391,7 +391,7 @@ const messaging = {
   },
   MESSAGING_KEY_CACHE_SECONDS: {
     type: 'integer', min: 0, max: 3600, default: '5', readBy: ['api'],
-    description: 'How long a process serves a quota key it has looked up (0: every request looks it up); bounds how late a revocation on another replica reaches a request that admits nothing',
+    description: 'How long a process serves a quota key it has looked up or admitted in the database (0: every request looks it up); bounds how late a revocation on another replica reaches a request that admits nothing or is lent from an escrow slice',
   },
   MESSAGING_CALL_DURING_ADMISSION_SECONDS: {
     type: 'integer', min: 0, max: 3600, default: '10', readBy: ['api'],

@@ -18,6 +18,8 @@ interface Entry<P> {
   value: P;
   /** Served until then (ms since the epoch). */
   until: number;
+  /** Served as unverified (`findKnown`) until then. */
+  knownUntil: number;
   refreshing: boolean;
 }
 
@@ -32,7 +34,11 @@ export class RecentLookups<P> {
   private readonly due = new Map<string, DueRefresh<P>>();
   private refreshTimer: NodeJS.Timeout | null = null;
 
-  constructor(private readonly maxEntries = 10_000) {}
+  /**
+   * `knownSeconds`: how long after the lookup or confirmation that found an entry `findKnown` may
+   * still serve it, unverified (0: never past `cacheSeconds`).
+   */
+  constructor(private readonly options: { maxEntries?: number; knownSeconds?: number } = {}) {}
 
   /**
    * What `lookUp` finds for `key`: from the cache while its entry is fresh, else from `lookUp`
@@ -57,6 +63,26 @@ export class RecentLookups<P> {
     if (!value) this.entries.delete(key);
     else if (cacheSeconds > 0) this.remember(key, value, cacheSeconds);
     return value;
+  }
+
+  /**
+   * `find`, for a request whose own work checks again what the entry vouches for (a quota admission
+   * in the database re-reads the key's row): an entry found or confirmed within `knownSeconds` is
+   * served at once, `verified` while within `cacheSeconds`, and never looked up ahead: the request's
+   * check confirms it (`confirm`) or forgets it. A key used every minute then costs no lookup.
+   */
+  async findKnown(key: string, cacheSeconds: number, lookUp: () => Promise<P | null>): Promise<{ value: P; verified: boolean } | null> {
+    const cached = this.entries.get(key);
+    const now = Date.now();
+    if (cached && cached.knownUntil > now) return { value: cached.value, verified: cached.until > now };
+    const value = await this.find(key, cacheSeconds, lookUp);
+    return value === null ? null : { value, verified: true };
+  }
+
+  /** The request's own check found the entry's value still holds: it is served verified for `cacheSeconds` again. */
+  confirm(key: string, cacheSeconds: number): void {
+    const entry = this.entries.get(key);
+    if (entry && cacheSeconds > 0) this.remember(key, entry.value, cacheSeconds);
   }
 
   /** Forgets every entry whose value matches (a key revoked or changed through this replica). */
@@ -85,7 +111,8 @@ export class RecentLookups<P> {
   }
 
   private remember(key: string, value: P, cacheSeconds: number) {
-    if (!this.entries.has(key) && this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(key, { value, until: Date.now() + cacheSeconds * 1000, refreshing: false });
+    if (!this.entries.has(key) && this.entries.size >= (this.options.maxEntries ?? 10_000)) this.entries.delete(this.entries.keys().next().value!);
+    const now = Date.now();
+    this.entries.set(key, { value, until: now + cacheSeconds * 1000, knownUntil: now + Math.max(cacheSeconds, this.options.knownSeconds ?? 0) * 1000, refreshing: false });
   }
 }

@@ -889,4 +889,34 @@ describe('messaging v3: chat completions and responses through the openai client
       assert.equal(after.tokens_consumed, 100_000, `unchanged by the refused request (was ${consumed} before the key was used up)`);
     });
   });
+
+  describe('a key revoked through another replica (MESSAGING_KEY_CACHE_SECONDS)', () => {
+    it('is refused past the cache time without a provider call, even where this process holds an escrow slice of it', async () => {
+      // Keys verified for 1 s here; slices lent from for 30 s, so this process still holds one.
+      const replica = await startApi({ OPENAI_BASE_URL: upstream.baseUrl, MESSAGING_KEY_CACHE_SECONDS: '1', MESSAGING_QUOTA_ESCROW_SECONDS: '30' });
+      const db = new pg.Client({ connectionString: testStack().databaseUrl });
+      await db.connect();
+      try {
+        const k = await newQuotaKey(http, { quota_type: 'chat', token_amount: 1_000_000 });
+        const chat = (content: string) =>
+          client(replica.url)('POST', '/v3/chat/completions', { json: { model: 'm', messages: [{ role: 'user', content }], max_tokens: 20 }, headers: { Authorization: `Bearer ${k.key}` } });
+        for (const n of [1, 2, 3]) assert.equal((await chat(`busy ${n}`)).status, 200);
+        const slices = async () => (await db.query(`SELECT 1 FROM quota_reservations WHERE "quotaKeyId" = $1 AND endpoint = 'escrow' AND status = 'pending'`, [k.id])).rowCount;
+        await eventually('an escrow slice of the busy key', async () => (await slices()) === 1);
+        await db.query('UPDATE quota_keys SET "revokedAt" = now() WHERE id = $1', [k.id]);
+        // Past the cache time, with no request meanwhile (a request would have it looked up again).
+        await new Promise((resolve) => setTimeout(resolve, 1_500));
+        const refused = await chat('after the revocation');
+        assert.equal(refused.status, 401, JSON.stringify(refused.body));
+        assert.equal(refused.body.detail.code, 'invalid_api_key');
+        await holdsFor('no provider call for the revoked key', {
+          ms: 300,
+          why: 'a call begun during the admission reaches the provider fake within a few ms',
+        }, () => upstream.calls.filter((call) => call.body?.messages?.[0]?.content === 'after the revocation').length === 0);
+      } finally {
+        await db.end();
+        await replica.close();
+      }
+    });
+  });
 });

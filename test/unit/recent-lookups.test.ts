@@ -54,4 +54,28 @@ describe('recent lookups', function () {
     assert.equal(await cache.find('k', cacheSeconds, s.lookUp('k')), null);
     assert.equal(s.calls.length, 3, 'the next request looked it up itself');
   });
+
+  it('an entry known lately is served without a lookup, unverified past its cache time, until its request confirms it; one not known is looked up', async () => {
+    const cache = new RecentLookups<string>({ knownSeconds: 60 });
+    const s = source({ k: 'v', old: 'o' });
+    assert.deepEqual(await cache.findKnown('k', 1, s.lookUp('k')), { value: 'v', verified: true }, 'looked up the first time');
+    await sleep(600);
+    assert.deepEqual(await cache.findKnown('k', 1, s.lookUp('k')), { value: 'v', verified: true }, 'past half its cache time');
+    await sleep(500);
+    assert.deepEqual(s.calls, ['k'], 'and not looked up ahead: its request confirms it');
+    assert.deepEqual(await cache.findKnown('k', 1, s.lookUp('k')), { value: 'v', verified: false }, 'past its cache time: served unverified');
+    assert.deepEqual(s.calls, ['k'], 'without a lookup');
+    assert.equal(await cache.find('k', 1, s.lookUp('k')), 'v');
+    assert.deepEqual(s.calls, ['k', 'k'], 'a request that does not check it itself looks it up');
+    await sleep(1_100);
+    cache.confirm('k', 1);
+    assert.deepEqual(await cache.findKnown('k', 1, s.lookUp('k')), { value: 'v', verified: true }, 'confirmed by its request: verified again');
+    assert.equal(s.calls.length, 2);
+
+    const strict = new RecentLookups<string>();
+    assert.equal(await strict.find('old', 1, s.lookUp('old')), 'o');
+    await sleep(1_100);
+    assert.deepEqual(await strict.findKnown('old', 1, s.lookUp('old')), { value: 'o', verified: true }, 'without knownSeconds: looked up again');
+    assert.deepEqual(s.calls.slice(2), ['old', 'old']);
+  });
 });
