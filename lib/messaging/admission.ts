@@ -94,11 +94,10 @@ export function planAdmission(ctx: GenerationContext, endpoint: 'chat' | 'respon
   const ask = async (tokens: number) => {
     try {
       const hold = await holdOnKey(ctx.deps.db, ctx.log, settings, { quotaKeyId: key.id, operationKey, endpoint, tokens, keyVerified: key.verified });
-      // A hold drawn from a slice read nothing of the key.
-      if (!hold.escrow) keyAdmitted(key, true, cacheSeconds);
+      keyAdmitted(ctx.deps.db, key, hold.escrow ? 'lent' : 'held', cacheSeconds);
       return hold;
     } catch (err) {
-      if (err instanceof AppError && err.code === 'invalid_api_key') keyAdmitted(key, false, cacheSeconds);
+      if (err instanceof AppError && err.code === 'invalid_api_key') keyAdmitted(ctx.deps.db, key, 'revoked', cacheSeconds);
       throw err;
     }
   };

@@ -217,13 +217,16 @@ export async function authenticateQuotaKey(db: Db, key: string | null, cacheSeco
 }
 
 /**
- * What an admission in the database found of the key: active (its entry is served verified for
- * `cacheSeconds` from now, as after a lookup) or revoked (its entry is forgotten).
+ * What a /v3 admission did with the key it was served: `held` in the database, which found it active
+ * (its entry is served verified for `cacheSeconds` from now, as after a lookup); `lent` from an
+ * escrow slice, which read nothing of it (an entry past half its life is looked up in the background,
+ * as `find` would have); or found it `revoked` (its entry is forgotten).
  */
-export function keyAdmitted(principal: QuotaKeyPrincipal, active: boolean, cacheSeconds: number): void {
+export function keyAdmitted(db: Db, principal: QuotaKeyPrincipal, outcome: 'held' | 'lent' | 'revoked', cacheSeconds: number): void {
   const hash = admittedHashes.get(principal);
   if (hash === undefined) return;
-  if (active) principals.confirm(hash, cacheSeconds);
+  if (outcome === 'held') principals.confirm(hash, cacheSeconds);
+  else if (outcome === 'lent') principals.refreshIfDue(hash, cacheSeconds, () => lookUpKey(db, hash));
   else principals.forget((p) => p.id === principal.id);
 }
 

@@ -49,14 +49,7 @@ export class RecentLookups<P> {
     const cached = this.entries.get(key);
     const now = Date.now();
     if (cached && cached.until > now) {
-      if (!cached.refreshing && cached.until - now < (cacheSeconds * 1000) / 2) {
-        cached.refreshing = true;
-        this.due.set(key, { entry: cached, cacheSeconds, lookUp });
-        if (!this.refreshTimer) {
-          this.refreshTimer = setTimeout(() => this.refreshDue(), REFRESH_DELAY_MS);
-          this.refreshTimer.unref();
-        }
-      }
+      this.refreshIfDue(key, cacheSeconds, lookUp);
       return cached.value;
     }
     const value = await lookUp();
@@ -68,8 +61,9 @@ export class RecentLookups<P> {
   /**
    * `find`, for a request whose own work checks again what the entry vouches for (a quota admission
    * in the database re-reads the key's row): an entry found or confirmed within `knownSeconds` is
-   * served at once, `verified` while within `cacheSeconds`, and never looked up ahead: the request's
-   * check confirms it (`confirm`) or forgets it. A key used every minute then costs no lookup.
+   * served at once, `verified` while within `cacheSeconds`, and not looked up ahead: the request's
+   * check confirms it (`confirm`) or forgets it, or, when it did not check it after all, asks for a
+   * refresh (`refreshIfDue`). A key used every minute then costs no lookup.
    */
   async findKnown(key: string, cacheSeconds: number, lookUp: () => Promise<P | null>): Promise<{ value: P; verified: boolean } | null> {
     const cached = this.entries.get(key);
@@ -77,6 +71,19 @@ export class RecentLookups<P> {
     if (cached && cached.knownUntil > now) return { value: cached.value, verified: cached.until > now };
     const value = await this.find(key, cacheSeconds, lookUp);
     return value === null ? null : { value, verified: true };
+  }
+
+  /** Has an entry past half of its life looked up again soon, in the background (once; `find` does this for the requests it serves). */
+  refreshIfDue(key: string, cacheSeconds: number, lookUp: () => Promise<P | null>): void {
+    const entry = this.entries.get(key);
+    const now = Date.now();
+    if (!entry || entry.refreshing || entry.until <= now || entry.until - now >= (cacheSeconds * 1000) / 2) return;
+    entry.refreshing = true;
+    this.due.set(key, { entry, cacheSeconds, lookUp });
+    if (!this.refreshTimer) {
+      this.refreshTimer = setTimeout(() => this.refreshDue(), REFRESH_DELAY_MS);
+      this.refreshTimer.unref();
+    }
   }
 
   /** The request's own check found the entry's value still holds: it is served verified for `cacheSeconds` again. */
