@@ -4,7 +4,7 @@ import { hashKey } from '../platform/api-keys.js';
 import { GroupCommit } from '../platform/group-commit.js';
 import { RecentLookups } from '../platform/recent-lookups.js';
 import { AppError, badRequest, notFound } from '../platform/errors.js';
-import { forgetEscrow } from './quota-escrow.js';
+import { forgetEscrow, lendableOnKey } from './quota-escrow.js';
 
 /**
  * Quota-bound keys of the messaging interface. A key carries a quota type (which generation
@@ -203,7 +203,8 @@ export async function authenticateQuotaKey(db: Db, key: string | null, cacheSeco
   const hash = hashKey(key);
   const lookUp = () => lookUpKey(db, hash);
   if (admittedInDatabase) {
-    const found = await principals.findKnown(hash, cacheSeconds, lookUp);
+    // A key this process lends from an escrow slice is looked up: verified, its requests draw on the slice.
+    const found = await principals.findKnown(hash, cacheSeconds, lookUp, (p) => lendableOnKey(db, p.id) === 0);
     if (found) {
       const principal = found.verified ? found.value : { ...found.value, verified: false };
       admittedHashes.set(principal, hash);

@@ -63,12 +63,14 @@ export class RecentLookups<P> {
    * in the database re-reads the key's row): an entry found or confirmed within `knownSeconds` is
    * served at once, `verified` while within `cacheSeconds`, and not looked up ahead: the request's
    * check confirms it (`confirm`) or forgets it, or, when it did not check it after all, asks for a
-   * refresh (`refreshIfDue`). A key used every minute then costs no lookup.
+   * refresh (`refreshIfDue`). A key used every minute then costs no lookup. `mayServeUnverified`
+   * false: past `cacheSeconds` the entry is looked up, as `find` does.
    */
-  async findKnown(key: string, cacheSeconds: number, lookUp: () => Promise<P | null>): Promise<{ value: P; verified: boolean } | null> {
+  async findKnown(key: string, cacheSeconds: number, lookUp: () => Promise<P | null>, mayServeUnverified: (value: P) => boolean = () => true): Promise<{ value: P; verified: boolean } | null> {
     const cached = this.entries.get(key);
     const now = Date.now();
-    if (cached && cached.knownUntil > now) return { value: cached.value, verified: cached.until > now };
+    if (cached && cached.until > now) return { value: cached.value, verified: true };
+    if (cached && cached.knownUntil > now && mayServeUnverified(cached.value)) return { value: cached.value, verified: false };
     const value = await this.find(key, cacheSeconds, lookUp);
     return value === null ? null : { value, verified: true };
   }

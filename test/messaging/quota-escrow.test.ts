@@ -126,6 +126,18 @@ describe('messaging quota escrow', function () {
     assert.equal(rows[0]!.status, 'released');
   });
 
+  it('a hold for a key not verified lately is made in the database, never lent from the slice: revoked elsewhere, it is refused', async () => {
+    const id = await newKey(10_000_000);
+    const [db] = processes as [Db];
+    await hold(db, id, 1000);
+    await hold(db, id, 1000);
+    await eventually('a slice to lend from', async () => lendableOnKey(db, id) > 0, 10_000);
+    await processes[1]!.quotaKey.update({ where: { id }, data: { revokedAt: new Date() } });
+    const unverified = holdOnKey(db, log, settings, { quotaKeyId: id, operationKey: `chat-${crypto.randomUUID()}`, endpoint: 'chat', tokens: 1000, keyVerified: false });
+    await assert.rejects(unverified, (err) => err instanceof AppError && err.code === 'invalid_api_key');
+    assert.ok((await hold(db, id, 1000)).escrow, 'a verified key is still lent from the slice (within MESSAGING_KEY_CACHE_SECONDS of its lookup)');
+  });
+
   it('a hold the model never used goes back to the key; a revoked key lends no more in the process that revoked it', async () => {
     const id = await newKey(10_000_000);
     const [db] = processes as [Db];

@@ -891,7 +891,7 @@ describe('messaging v3: chat completions and responses through the openai client
   });
 
   describe('a key revoked through another replica (MESSAGING_KEY_CACHE_SECONDS)', () => {
-    it('is refused past the cache time without a provider call, even where this process holds an escrow slice of it', async () => {
+    it('is refused past the cache time without a provider call, where this process holds an escrow slice of it or not', async () => {
       // Keys verified for 1 s here; slices lent from for 30 s, so this process still holds one.
       const replica = await startApi({ OPENAI_BASE_URL: upstream.baseUrl, MESSAGING_KEY_CACHE_SECONDS: '1', MESSAGING_QUOTA_ESCROW_SECONDS: '30' });
       const db = new pg.Client({ connectionString: testStack().databaseUrl });
@@ -913,6 +913,20 @@ describe('messaging v3: chat completions and responses through the openai client
           ms: 300,
           why: 'a call begun during the admission reaches the provider fake within a few ms',
         }, () => upstream.calls.filter((call) => call.body?.messages?.[0]?.content === 'after the revocation').length === 0);
+
+        // A key used once (no slice) is served past the cache time without a lookup; its admission refuses it.
+        const once = await newQuotaKey(http, { quota_type: 'chat', token_amount: 1_000_000 });
+        const chatOnce = (content: string) =>
+          client(replica.url)('POST', '/v3/chat/completions', { json: { model: 'm', messages: [{ role: 'user', content }], max_tokens: 20 }, headers: { Authorization: `Bearer ${once.key}` } });
+        assert.equal((await chatOnce('once')).status, 200);
+        await db.query('UPDATE quota_keys SET "revokedAt" = now() WHERE id = $1', [once.id]);
+        await new Promise((resolve) => setTimeout(resolve, 1_500));
+        const refusedOnce = await chatOnce('once revoked');
+        assert.equal(refusedOnce.status, 401, JSON.stringify(refusedOnce.body));
+        await holdsFor('no provider call during the admission of a key not verified lately', {
+          ms: 300,
+          why: 'a call begun during the admission reaches the provider fake within a few ms',
+        }, () => upstream.calls.filter((call) => call.body?.messages?.[0]?.content === 'once revoked').length === 0);
       } finally {
         await db.end();
         await replica.close();

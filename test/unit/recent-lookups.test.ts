@@ -80,10 +80,14 @@ describe('recent lookups', function () {
     assert.deepEqual(s.calls, ['k', 'k', 'k'], 'past it: looked up in the background');
     assert.deepEqual(await cache.findKnown('k', 1, s.lookUp('k')), { value: 'v', verified: true }, 'and served verified anew');
 
+    await sleep(1_100);
+    assert.deepEqual(await cache.findKnown('k', 1, s.lookUp('k'), () => false), { value: 'v', verified: true }, 'one the caller will not take unverified is looked up');
+    assert.equal(s.calls.length, 4);
+
     const strict = new RecentLookups<string>();
     assert.equal(await strict.find('old', 1, s.lookUp('old')), 'o');
     await sleep(1_100);
     assert.deepEqual(await strict.findKnown('old', 1, s.lookUp('old')), { value: 'o', verified: true }, 'without knownSeconds: looked up again');
-    assert.deepEqual(s.calls.slice(3), ['old', 'old']);
+    assert.deepEqual(s.calls.slice(4), ['old', 'old']);
   });
 });
