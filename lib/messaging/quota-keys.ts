@@ -152,9 +152,11 @@ export async function revokeQuotaKey(db: Db, id: string) {
  * refuses a revoked key (one drawn from an escrow slice, lib/messaging/quota-escrow.ts, is refused
  * through this cache), and the replica that revokes drops its entry at once. What the bound leaves
  * open is a read that admits nothing (polling a legacy completion, listing speech voices) with a key
- * revoked on another replica, for at most that long.
+ * revoked on another replica, for at most that long. A /v3 generation also takes, unverified, a key
+ * found active within KEY_KNOWN_SECONDS (`authenticateQuotaKey`): its admission reads the row.
  */
-const principals = new RecentLookups<QuotaKeyPrincipal>({ knownSeconds: 600 });
+const KEY_KNOWN_SECONDS = 600;
+const principals = new RecentLookups<QuotaKeyPrincipal>({ knownSeconds: KEY_KNOWN_SECONDS });
 /** The cache entries of the keys served to admissions in the database, for them to confirm. */
 const admittedHashes = new WeakMap<QuotaKeyPrincipal, string>();
 
@@ -195,7 +197,7 @@ const lookUpKey = (db: Db, hash: string): Promise<QuotaKeyPrincipal | null> => k
  * The key's owner, or a 401 `invalid_api_key` (unknown or revoked key: the caller learns nothing
  * more). `admittedInDatabase`: the request is served only once its admission, made in the database,
  * has read the key's row again (a /v3 generation); a key this process found active within the last
- * ten minutes is then served at once, unverified, rather than looked up (the admission confirms or
+ * KEY_KNOWN_SECONDS is then served at once, unverified, rather than looked up (the admission confirms or
  * refuses it, `keyAdmitted`). Many keys used a minute apart then cost one round trip less each.
  */
 export async function authenticateQuotaKey(db: Db, key: string | null, cacheSeconds = 0, admittedInDatabase = false): Promise<QuotaKeyPrincipal> {
