@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { client, eventually, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
+import { client, eventually, isolatedSystemEnv, startApi, startWorker, type RunningApi, type RunningWorker } from '../support/system.js';
 import { newKnowledgeBase } from '../support/fixtures.js';
 import { testStack } from '../support/stack.js';
 import { startVectorStoreUpstream, type VectorStoreUpstream } from './vector-store-upstream.js';
@@ -15,11 +15,22 @@ describe('vendor sync to an external vector store', function () {
   let api: RunningApi;
   let worker: RunningWorker;
   let http: ReturnType<typeof client>;
+  let isolated: Awaited<ReturnType<typeof isolatedSystemEnv>>;
   const admin = () => testStack().adminApiKey;
+  /** The KB's sync status once `done` says so; until then the probe throws what it shows, for a timeout's report. */
+  const syncedWhen = <T>(status: () => Promise<{ body: any }>, done: (s: any) => T | undefined) => async () => {
+    const s = (await status()).body;
+    const value = done(s);
+    if (value) return value;
+    throw new Error(`the status showed ${JSON.stringify(s.counts)}, documents ${JSON.stringify(s.documents?.map((d: any) => [d.status, d.error]))}`);
+  };
 
   before(async () => {
     upstream = await startVectorStoreUpstream();
-    const env = { VENDOR_SYNC_BASE_URL: upstream.baseUrl, VENDOR_SYNC_API_KEY: 'sk-test', VENDOR_SYNC_MAX_OUTAGE_SECONDS: '6' };
+    // A database and task queue of its own: the worker sees no other test file's leftover work,
+    // which on the lane's queue could keep it busy while these documents wait to be embedded.
+    isolated = await isolatedSystemEnv('vendor_sync');
+    const env = { ...isolated.env, VENDOR_SYNC_BASE_URL: upstream.baseUrl, VENDOR_SYNC_API_KEY: 'sk-test', VENDOR_SYNC_MAX_OUTAGE_SECONDS: '6' };
     api = await startApi(env);
     http = client(api.url);
     worker = await startWorker(env);
@@ -28,6 +39,7 @@ describe('vendor sync to an external vector store', function () {
     await worker?.kill();
     await api?.close();
     await upstream?.close();
+    await isolated?.drop();
   });
 
   it('mirrors rewritten documents once sync is enabled, replaces them when re-embedded, retries failures', async () => {
@@ -39,7 +51,11 @@ describe('vendor sync to an external vector store', function () {
     });
     assert.equal(up.status, 201);
     const id = up.body.id as string;
-    await eventually('embedded', async () => (await http('GET', `/api/document/${partner.name}/${kb}/${id}`, { key: partner.key })).body.embedding_status === 'success' || undefined, 120_000);
+    await eventually('embedded', async () => {
+      const doc = (await http('GET', `/api/document/${partner.name}/${kb}/${id}`, { key: partner.key })).body;
+      if (doc.embedding_status === 'success') return true;
+      throw new Error(`the document showed ${JSON.stringify({ status: doc.status, embedding_status: doc.embedding_status, error: doc.error })}`);
+    }, 120_000);
     assert.equal((await status()).body.counts.not_queued, 1, 'sync is off: nothing is mirrored');
     const kbData = async () => (await http('GET', `/api/kb-data/${partner.name}/${kb}`, { key: partner.key })).body;
     assert.ok(!('vendor_sync' in (await kbData())), 'kb-data has no vendor_sync summary while sync is off');
@@ -48,10 +64,7 @@ describe('vendor sync to an external vector store', function () {
 
     const enable = await http('PUT', `/api/partners/${partner.name}`, { key: admin(), form: { vendor_sync_enabled: 'true' } });
     assert.equal(enable.status, 200, JSON.stringify(enable.body));
-    const synced = await eventually('synced after enabling', async () => {
-      const s = (await status()).body;
-      return s.counts.synced === 1 ? s : undefined;
-    });
+    const synced = await eventually('synced after enabling', syncedWhen(status, (s) => (s.counts.synced === 1 ? s : undefined)));
     // The partner's own view, in kb-data: counts and the last mirroring, no vendor ids.
     assert.deepEqual((await kbData()).vendor_sync, { counts: { eligible: 1, pending: 0, synced: 1, failed: 0, not_queued: 0 }, last_synced_at: synced.documents[0].synced_at });
     const store = upstream.stores.get(synced.vector_store_id)!;
@@ -103,10 +116,7 @@ describe('vendor sync to an external vector store', function () {
       key: partner.key,
       form: { type: 'file', folder, use_original_as_rewritten: 'true', file: { name: 'currents.md', content: '# Currents\n\nRip currents run out to sea.' } },
     });
-    const synced = await eventually('synced', async () => {
-      const s = (await status()).body;
-      return s.counts.synced === 1 ? s : undefined;
-    }, 120_000);
+    const synced = await eventually('synced', syncedWhen(status, (s) => (s.counts.synced === 1 ? s : undefined)), 120_000);
     const fileId = synced.documents[0].vendor_file_id;
     const store = upstream.stores.get(synced.vector_store_id)!;
     assert.ok(upstream.files.has(fileId));
@@ -122,10 +132,7 @@ describe('vendor sync to an external vector store', function () {
       form: { type: 'file', folder, use_original_as_rewritten: 'true', file: { name: 'tides.md', content: '# Tides\n\nThe moon pulls the sea.' } },
     });
     assert.equal(second.status, 201, JSON.stringify(second.body));
-    const mirrored = await eventually('the second document synced', async () => {
-      const s = (await status()).body;
-      return s.counts.synced === 1 ? s.documents[0].vendor_file_id as string : undefined;
-    }, 120_000);
+    const mirrored = await eventually('the second document synced', syncedWhen(status, (s) => (s.counts.synced === 1 ? (s.documents[0].vendor_file_id as string) : undefined)), 120_000);
     assert.ok(upstream.files.has(mirrored));
     const refused = await http('DELETE', `/api/partners/${partner.name}`, { key: admin() });
     assert.equal(refused.status, 409, 'a vendor-store copy remains (spec 4.5)');

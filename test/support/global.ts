@@ -6,6 +6,7 @@ import { recordHistories } from '../workflows/histories.js';
 import { repoRoot } from '../../scripts/stack.js';
 import { needsOf } from './lanes.js';
 import { startTestStack, stopTestStack, testStack } from './stack.js';
+import { workerComplaints } from './worker-output.js';
 
 /**
  * Mocha root hooks (.mocharc.json): before the first test, start what the files of this run need
@@ -27,6 +28,9 @@ export const mochaHooks = {
   },
 
   afterEach(this: Context) {
+    const failed = this.currentTest?.state === 'failed' ? this.currentTest.err : undefined;
+    const complaints = failed ? workerComplaints() : '';
+    if (failed && complaints) failed.stack = `${failed.stack ?? failed.message}\nwhat the running workers last warned of:\n${complaints}`;
     const file = this.currentTest?.file;
     if (file) fileTimes.set(file, (fileTimes.get(file) ?? 0) + Date.now() - lastTestEnded);
     lastTestEnded = Date.now();

@@ -12,6 +12,7 @@ import { keepClientConnections } from '../../api/http/connections.js';
 import type { ApiDeps } from '../../api/deps.js';
 import { dropDatabase, ensureDatabase, migrate, repoRoot } from '../../scripts/stack.js';
 import { systemEnv, testStack } from './stack.js';
+import { workerOutputs } from './worker-output.js';
 
 // Most tests take their polling helper from here, beside the system they poll.
 export { eventually } from './wait.js';
@@ -74,7 +75,8 @@ export async function startWorker(overrides: Record<string, string> = {}, nodeAr
   });
   workers.add(child);
   const output: string[] = [];
-  const exited = new Promise<void>((resolve) => child.once('exit', () => (workers.delete(child), resolve())));
+  workerOutputs.set(child, output);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => (workers.delete(child), workerOutputs.delete(child), resolve())));
   child.stderr!.on('data', (d) => output.push(String(d)));
   await new Promise<void>((resolve, reject) => {
     const lines = readline.createInterface({ input: child.stdout! });
