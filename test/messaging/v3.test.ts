@@ -897,36 +897,35 @@ describe('messaging v3: chat completions and responses through the openai client
       const db = new pg.Client({ connectionString: testStack().databaseUrl });
       await db.connect();
       try {
+        const chatWith = (key: string) => (content: string) =>
+          client(replica.url)('POST', '/v3/chat/completions', { json: { model: 'm', messages: [{ role: 'user', content }], max_tokens: 20 }, headers: { Authorization: `Bearer ${key}` } });
+        const noProviderCall = (what: string, content: string) =>
+          holdsFor(what, { ms: 300, why: 'a call begun during the admission reaches the provider fake within a few ms' }, () => upstream.calls.filter((call) => call.body?.messages?.[0]?.content === content).length === 0);
+        const revokeElsewhere = async (id: string) => {
+          await db.query('UPDATE quota_keys SET "revokedAt" = now() WHERE id = $1', [id]);
+          // Past the cache time, with no request meanwhile (a request would have it looked up again).
+          await new Promise((resolve) => setTimeout(resolve, 1_500));
+        };
+
         const k = await newQuotaKey(http, { quota_type: 'chat', token_amount: 1_000_000 });
-        const chat = (content: string) =>
-          client(replica.url)('POST', '/v3/chat/completions', { json: { model: 'm', messages: [{ role: 'user', content }], max_tokens: 20 }, headers: { Authorization: `Bearer ${k.key}` } });
+        const chat = chatWith(k.key);
         for (const n of [1, 2, 3]) assert.equal((await chat(`busy ${n}`)).status, 200);
         const slices = async () => (await db.query(`SELECT 1 FROM quota_reservations WHERE "quotaKeyId" = $1 AND endpoint = 'escrow' AND status = 'pending'`, [k.id])).rowCount;
         await eventually('an escrow slice of the busy key', async () => (await slices()) === 1);
-        await db.query('UPDATE quota_keys SET "revokedAt" = now() WHERE id = $1', [k.id]);
-        // Past the cache time, with no request meanwhile (a request would have it looked up again).
-        await new Promise((resolve) => setTimeout(resolve, 1_500));
+        await revokeElsewhere(k.id);
         const refused = await chat('after the revocation');
         assert.equal(refused.status, 401, JSON.stringify(refused.body));
         assert.equal(refused.body.detail.code, 'invalid_api_key');
-        await holdsFor('no provider call for the revoked key', {
-          ms: 300,
-          why: 'a call begun during the admission reaches the provider fake within a few ms',
-        }, () => upstream.calls.filter((call) => call.body?.messages?.[0]?.content === 'after the revocation').length === 0);
+        await noProviderCall('no provider call for the revoked key', 'after the revocation');
 
         // A key used once (no slice) is served past the cache time without a lookup; its admission refuses it.
         const once = await newQuotaKey(http, { quota_type: 'chat', token_amount: 1_000_000 });
-        const chatOnce = (content: string) =>
-          client(replica.url)('POST', '/v3/chat/completions', { json: { model: 'm', messages: [{ role: 'user', content }], max_tokens: 20 }, headers: { Authorization: `Bearer ${once.key}` } });
+        const chatOnce = chatWith(once.key);
         assert.equal((await chatOnce('once')).status, 200);
-        await db.query('UPDATE quota_keys SET "revokedAt" = now() WHERE id = $1', [once.id]);
-        await new Promise((resolve) => setTimeout(resolve, 1_500));
+        await revokeElsewhere(once.id);
         const refusedOnce = await chatOnce('once revoked');
         assert.equal(refusedOnce.status, 401, JSON.stringify(refusedOnce.body));
-        await holdsFor('no provider call during the admission of a key not verified lately', {
-          ms: 300,
-          why: 'a call begun during the admission reaches the provider fake within a few ms',
-        }, () => upstream.calls.filter((call) => call.body?.messages?.[0]?.content === 'once revoked').length === 0);
+        await noProviderCall('no provider call during the admission of a key not verified lately', 'once revoked');
       } finally {
         await db.end();
         await replica.close();
